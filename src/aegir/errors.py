@@ -1,0 +1,27 @@
+"""Errors that name the file (and line) at fault, so a user can fix their input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class AegirError(Exception):
+    """Base class for every error Aegir raises on purpose (bad input, bad params)."""
+
+
+class DataError(AegirError):
+    """Malformed, truncated or inconsistent input data.
+
+    `path` names the file, `line` (1-based) the line inside it where there is one.
+    """
+
+    def __init__(self, path: str | Path, problem: str, line: int | None = None):
+        self.path = str(path)
+        self.line = line
+        self.problem = problem
+        where = self.path if line is None else f"{self.path}:{line}"
+        super().__init__(f"{where}: {problem}")
+
+
+class ConfigError(AegirError):
+    """An unknown, mistyped or out-of-range key in params.yaml."""

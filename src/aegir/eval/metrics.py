@@ -1,0 +1,85 @@
+"""F1 as every stage reports it (DESIGN §3 "Vocabulary").
+
+Only annotated targets are scored (columns with a gold CTA label; column pairs with a gold CPA
+label), as in SOTAB: a prediction on an unlabelled column is not a false positive. A target
+may be left unpredicted (`None`): it then counts as a false negative and no false positive.
+
+* micro-F1: from TP/FP/FN summed over all scored targets. When every target gets exactly one
+  prediction this equals accuracy.
+* macro-F1: the mean of per-label F1 over the labels that occur in the split's gold (a label
+  only predicted, never gold, adds its false positives to the gold labels' precision only
+  through micro-F1; it does not enter the macro average).
+
+Scores are in [0, 1]; reports multiply by 100.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class F1Scores:
+    micro_f1: float
+    macro_f1: float
+    support: int  # number of scored targets
+
+    def as_dict(self, scale: float = 100.0) -> dict[str, float | int]:
+        return {
+            "micro_f1": round(self.micro_f1 * scale, 4),
+            "macro_f1": round(self.macro_f1 * scale, 4),
+            "support": self.support,
+        }
+
+
+def _f1(tp: int, fp: int, fn: int) -> float:
+    denominator = 2 * tp + fp + fn
+    return 0.0 if denominator == 0 else 2 * tp / denominator
+
+
+def f1_scores(gold: Sequence[str | None], pred: Sequence[str | None]) -> F1Scores:
+    """Micro- and macro-F1 of `pred` against `gold` (aligned lists; gold None = not scored)."""
+    if len(gold) != len(pred):
+        raise ValueError(f"gold has {len(gold)} targets but pred has {len(pred)}")
+    tp: Counter[str] = Counter()
+    fp: Counter[str] = Counter()
+    fn: Counter[str] = Counter()
+    support = 0
+    for g, p in zip(gold, pred):
+        if g is None:
+            continue
+        support += 1
+        if p == g:
+            tp[g] += 1
+            continue
+        fn[g] += 1
+        if p is not None:
+            fp[p] += 1
+    if support == 0:
+        return F1Scores(micro_f1=0.0, macro_f1=0.0, support=0)
+    micro = _f1(sum(tp.values()), sum(fp.values()), sum(fn.values()))
+    gold_labels = sorted(set(tp) | set(fn))
+    macro = sum(_f1(tp[label], fp[label], fn[label]) for label in gold_labels) / len(gold_labels)
+    return F1Scores(micro_f1=micro, macro_f1=macro, support=support)
+
+
+def task_report(gold: Sequence[str | None], pred: Sequence[str | None]) -> dict[str, float | int]:
+    """`{"micro_f1": …, "macro_f1": …, "support": …}` in percent, rounded for stable JSON."""
+    return f1_scores(gold, pred).as_dict()
+
+
+def per_label_f1(gold: Sequence[str | None], pred: Sequence[str | None]) -> dict[str, dict]:
+    """Per gold label: F1 (percent), support; for error analysis and plots."""
+    labels = sorted({g for g in gold if g is not None})
+    out = {}
+    for label in labels:
+        tp = sum(1 for g, p in zip(gold, pred) if g == label and p == label)
+        fn = sum(1 for g, p in zip(gold, pred) if g == label and p != label)
+        fp = sum(1 for g, p in zip(gold, pred) if g is not None and p == label and g != label)
+        out[label] = {"f1": round(_f1(tp, fp, fn) * 100, 4), "support": tp + fn}
+    return out
+
+
+__all__ = ["F1Scores", "f1_scores", "task_report", "per_label_f1"]

@@ -1,0 +1,52 @@
+"""params.yaml → typed config: unknown keys, wrong types and absurd values name the key."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from aegir.config import SPLITS, load_params, parse_params
+from aegir.errors import ConfigError
+from conftest import ROOT
+
+
+def test_project_params_parse():
+    params = load_params(ROOT / "params.yaml")
+    assert params.prepare.source == "synthetic"
+    assert all(params.synthetic.tables_in(split) > 0 for split in SPLITS)
+    assert isinstance(params.synthetic.locales, tuple)
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        ({"prepare": {"byte_budgett": 10}}, "prepare.byte_budgett"),
+        ({"prepar": {}}, "prepar"),
+        ({"prepare": {"byte_budget": "big"}}, "prepare.byte_budget"),
+        ({"prepare": {"byte_budget": 3}}, "prepare.byte_budget"),
+        ({"prepare": {"source": "kaggle"}}, "prepare.source"),
+        ({"prepare": {"source": "sotab"}}, "prepare.sotab_dir"),
+        ({"synthetic": {"missing_rate": 1.5}}, "synthetic.missing_rate"),
+        ({"synthetic": {"train_tables": 0}}, "synthetic.train_tables"),
+        ({"synthetic": {"min_rows": 9, "max_rows": 2}}, "synthetic.max_rows"),
+        ({"synthetic": {"locales": "en_US"}}, "synthetic.locales"),
+        ({"baselines": {"C": -1.0}}, "baselines.C"),
+        ({"baselines": {"ngram_max": True}}, "baselines.ngram_max"),
+    ],
+)
+def test_bad_params_name_the_key(raw, key):
+    with pytest.raises(ConfigError) as info:
+        parse_params(raw)
+    assert str(info.value).startswith(key), str(info.value)
+
+
+def test_params_file_errors_name_the_file(tmp_path):
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({"baselines": {"C": "x"}}))
+    with pytest.raises(ConfigError, match=r"params\.yaml: baselines\.C"):
+        load_params(path)
+    path.write_text("prepare: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_params(path)
+    with pytest.raises(ConfigError, match="no such params file"):
+        load_params(tmp_path / "missing.yaml")

@@ -1,0 +1,41 @@
+"""F1 on cases worked out by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from aegir.eval.metrics import f1_scores, per_label_f1
+
+
+def test_perfect_and_empty():
+    assert f1_scores(["a", "b"], ["a", "b"]).micro_f1 == 1.0
+    assert f1_scores(["a", "b"], ["a", "b"]).macro_f1 == 1.0
+    assert f1_scores([], []).support == 0
+    assert f1_scores([None, None], ["a", "b"]).support == 0  # unlabelled columns are not scored
+
+
+def test_micro_and_macro_by_hand():
+    gold = ["a", "a", "a", "b"]
+    pred = ["a", "a", "b", "b"]
+    scores = f1_scores(gold, pred)
+    assert scores.micro_f1 == pytest.approx(3 / 4)
+    # a: tp 2 fp 0 fn 1 → 4/5; b: tp 1 fp 1 fn 0 → 2/3
+    assert scores.macro_f1 == pytest.approx((4 / 5 + 2 / 3) / 2)
+
+
+def test_abstention_is_a_miss_not_a_false_positive():
+    scores = f1_scores(["a", "b"], ["a", None])
+    # tp 1, fp 0, fn 1 → 2/3 (precision 1, recall 1/2)
+    assert scores.micro_f1 == pytest.approx(2 / 3)
+
+
+def test_macro_only_over_gold_labels():
+    # "c" is predicted but never gold: it lowers b's recall, it is not averaged itself
+    scores = f1_scores(["a", "b"], ["a", "c"])
+    assert scores.macro_f1 == pytest.approx((1.0 + 0.0) / 2)
+    assert set(per_label_f1(["a", "b"], ["a", "c"])) == {"a", "b"}
+
+
+def test_length_mismatch_is_an_error():
+    with pytest.raises(ValueError):
+        f1_scores(["a"], [])
