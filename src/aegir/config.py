@@ -7,6 +7,7 @@ the key (`phase1.lr: expected float, got 'fast'`), raised before any work starts
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import types
 import typing
 from dataclasses import dataclass, field
@@ -17,6 +18,11 @@ import yaml
 
 from aegir.errors import ConfigError
 
+DOMAINS = (
+    "Book", "CreativeWork", "Event", "Hotel", "JobPosting", "LocalBusiness", "Movie", "Museum",
+    "MusicAlbum", "MusicRecording", "Person", "Place", "Product", "Recipe", "Restaurant",
+    "SportsEvent", "TVEpisode",
+)  # SOTAB V2's 17 table domains (schema.org classes of the subject column)
 SPLITS = ("train", "valid", "test", "corner_cases", "missing_values", "format_heterogeneity")
 EVAL_SPLITS = SPLITS[1:]
 
@@ -105,6 +111,56 @@ class BaselinesConfig:
         _check(self.max_cells >= 1, "baselines.max_cells", "must be ≥ 1")
 
 
+# ----------------------------------------------------------------------------- phase 1
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """One model trained by `phase1`: the primary, or a specialist that Phase 3 fuses."""
+
+    preset: str = "cpu"  # a key of the `presets` section
+    domains: tuple[str, ...] = ()  # train only on tables of these domains; empty = all
+    seed: int = 0  # init and batch-order seed
+    epochs: int | None = None  # overrides phase1.epochs for this agent
+
+    def __post_init__(self) -> None:
+        unknown = [d for d in self.domains if d not in DOMAINS]
+        _check(not unknown, "agents.domains", f"unknown domain(s) {unknown}; known: {', '.join(DOMAINS)}")
+        _check(self.epochs is None or 1 <= self.epochs <= 10_000, "agents.epochs",
+               f"must be in [1, 10000], got {self.epochs}")
+
+
+@dataclass(frozen=True)
+class Phase1Config:
+    """Supervised training of every agent (`aegir.stages.phase1`)."""
+
+    epochs: int = 4  # passes over the (agent's) training tables
+    batch_size: int = 16  # tables per optimizer step, over all processes
+    lr: float = 2e-3  # peak AdamW learning rate (cosine decay after warm-up)
+    min_lr_ratio: float = 0.1  # final lr as a share of the peak
+    warmup_steps: int = 30
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0  # max global gradient norm
+    eval_every: int = 100  # steps between validation F1 evaluations (0: at the end only)
+    log_every: int = 10  # steps between DVCLive curve points
+    checkpoint_every: int = 50  # steps between saved training states (for resume)
+    eval_batch_size: int = 32
+    max_steps: int = 0  # stop after this many steps (0: no limit); for smoke runs
+
+    def __post_init__(self) -> None:
+        _check(1 <= self.epochs <= 10_000, "phase1.epochs", f"must be in [1, 10000], got {self.epochs}")
+        _check(1 <= self.batch_size <= 65_536, "phase1.batch_size", f"must be in [1, 65536], got {self.batch_size}")
+        _check(0 < self.lr <= 1.0, "phase1.lr", f"must be in (0, 1], got {self.lr}")
+        _check(0 <= self.min_lr_ratio <= 1, "phase1.min_lr_ratio", f"must be in [0, 1], got {self.min_lr_ratio}")
+        _check(self.warmup_steps >= 0, "phase1.warmup_steps", "must be ≥ 0")
+        _check(0 <= self.weight_decay < 1, "phase1.weight_decay", f"must be in [0, 1), got {self.weight_decay}")
+        _check(self.grad_clip > 0, "phase1.grad_clip", f"must be > 0, got {self.grad_clip}")
+        for key in ("eval_every", "checkpoint_every", "max_steps"):
+            _check(getattr(self, key) >= 0, f"phase1.{key}", "must be ≥ 0")
+        _check(self.log_every >= 1, "phase1.log_every", "must be ≥ 1")
+        _check(self.eval_batch_size >= 1, "phase1.eval_batch_size", "must be ≥ 1")
+
+
 # ----------------------------------------------------------------------------- loading
 
 
@@ -172,10 +228,15 @@ def build(cls: type, mapping: dict[str, Any], prefix: str) -> Any:
 
 # Every top-level section of params.yaml and the dataclass that owns it. Sections of later
 # stages register here as their modules land.
-SECTIONS: dict[str, type] = {
+SECTIONS: dict[str, Any] = {
     "prepare": PrepareConfig,
     "synthetic": SyntheticConfig,
     "baselines": BaselinesConfig,
+    "presets": dict[str, dict[str, Any]],  # model size presets; checked against AegirConfig
+    "agents": dict[str, AgentConfig],  # "primary" + specialists, one phase1 item each
+    "phase1": Phase1Config,
+    "lambda": "aegir.rl.rewards:LambdaConfig",  # λ1/λ2 per phase and the phase boundaries
+    "rewards": "aegir.rl.rewards:RewardConfig",
 }
 
 
@@ -200,12 +261,26 @@ def parse_params(raw: dict[str, Any], source: str = "params.yaml") -> Params:
     if unknown:
         raise ConfigError(f"{unknown[0]}: unknown section in {source} (known: {', '.join(SECTIONS)})")
     sections = {}
-    for name, cls in SECTIONS.items():
+    for name, tp in SECTIONS.items():
+        if isinstance(tp, str):  # defined beside the code it configures; imported on use
+            module, _, attr = tp.partition(":")
+            tp = getattr(importlib.import_module(module), attr)
         value = raw.get(name) or {}
         if not isinstance(value, dict):
             raise ConfigError(f"{name}: expected a mapping, got {value!r}")
-        sections[name] = build(cls, value, name)
-    return Params(sections=sections)
+        sections[name] = _coerce(value, tp, name)
+    params = Params(sections=sections)
+    _check_cross_references(params)
+    return params
+
+
+def _check_cross_references(params: Params) -> None:
+    if params.agents:
+        _check("primary" in params.agents, "agents", "must define the 'primary' agent")
+        for name, agent in params.agents.items():
+            _check(agent.preset in params.presets, f"agents.{name}.preset",
+                   f"unknown preset {agent.preset!r}; known: {', '.join(params.presets) or 'none'}")
+
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:
