@@ -1,0 +1,285 @@
+"""The Aegir model: bytes → encoder → dynamic chunking → main RWKV network → dechunk → decoder →
+column pooling → table context → CTA and CPA heads.
+
+Only modules and the model config live here; data, optimiser and logging live elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from aegir.data.batch import IGNORE_INDEX, Batch
+from aegir.data.serialize import BYTE_VOCAB_SIZE, COLUMN_SEP
+from aegir.errors import ConfigError
+from aegir.labels import cpa_vocab, cta_vocab
+from aegir.model.chunking import (
+    ChunkStats, RoutingModule, RoutingOutput, chunk, chunk_stats, dechunk, ratio_loss,
+    straight_through_ones,
+)
+from aegir.model.rwkv import LayerState, RWKVStack
+
+
+@dataclass
+class AegirConfig:
+    """Model sizes and the model-side training knobs (the ratio loss)."""
+
+    vocab_size: int = BYTE_VOCAB_SIZE  # embedding rows: 256 bytes + PAD + BOS
+    d_model: int = 128  # width of every stage (encoder, main, decoder, columns)
+    head_size: int = 32  # wkv head size K = V; heads = d_model / head_size
+    ffn_mult: int = 4  # channel-mix hidden width = ffn_mult · d_model
+    encoder_layers: int = 1  # RWKV blocks over bytes before chunking
+    main_layers: int = 2  # RWKV blocks over chunks (the state-fusion seam)
+    decoder_layers: int = 1  # RWKV blocks over bytes after dechunking
+    context_layers: int = 1  # bidirectional self-attention blocks over the column vectors
+    context_heads: int = 4  # attention heads in those blocks
+    max_columns: int = 64  # learned column-position embeddings; later columns share the last
+    target_compression: float = 4.0  # N of the ratio loss: target bytes per chunk
+    ratio_loss_weight: float = 0.03  # weight of the ratio loss in the total loss (H-Net: 0.03)
+    force_column_boundaries: bool = True  # every COLUMN_SEP byte starts a chunk
+    wkv_chunk_size: int = 32  # chunk length of the chunked wkv form (≤ 64)
+    n_cta: int = field(default_factory=lambda: len(cta_vocab()))  # CTA classes (82)
+    n_cpa: int = field(default_factory=lambda: len(cpa_vocab()))  # CPA classes (108)
+    dropout: float = 0.0  # dropout on the embedding and the column vectors
+
+    def __post_init__(self) -> None:
+        def check(ok: bool, key: str, problem: str) -> None:
+            if not ok:
+                raise ConfigError(f"model.{key}: {problem}")
+
+        check(self.vocab_size == BYTE_VOCAB_SIZE, "vocab_size",
+              f"must be {BYTE_VOCAB_SIZE} (256 bytes + specials), got {self.vocab_size}")
+        check(self.d_model > 0 and self.head_size > 0 and self.d_model % self.head_size == 0,
+              "head_size", f"d_model {self.d_model} must be a positive multiple of {self.head_size}")
+        check(self.d_model % self.context_heads == 0, "context_heads",
+              f"d_model {self.d_model} must be a multiple of {self.context_heads}")
+        for key in ("encoder_layers", "main_layers", "decoder_layers"):
+            check(getattr(self, key) >= 1, key, f"must be ≥ 1, got {getattr(self, key)}")
+        check(self.context_layers >= 0, "context_layers", f"must be ≥ 0, got {self.context_layers}")
+        check(self.max_columns >= 1, "max_columns", f"must be ≥ 1, got {self.max_columns}")
+        check(self.target_compression > 1, "target_compression",
+              f"must be > 1, got {self.target_compression}")
+        check(self.ratio_loss_weight >= 0, "ratio_loss_weight", f"must be ≥ 0, got {self.ratio_loss_weight}")
+        check(1 <= self.wkv_chunk_size <= 64, "wkv_chunk_size", f"must be in [1, 64], got {self.wkv_chunk_size}")
+        check(0 <= self.dropout < 1, "dropout", f"must be in [0, 1), got {self.dropout}")
+        check(self.n_cta >= 1 and self.n_cpa >= 1, "n_cta", "label counts must be ≥ 1")
+
+
+# Overrides of AegirConfig per size; mirrored in params.yaml.
+PRESETS: dict[str, dict] = {
+    # tests: a forward + backward in well under a second
+    "tiny": dict(d_model=32, head_size=16, ffn_mult=2, encoder_layers=1, main_layers=1,
+                 decoder_layers=1, context_layers=1, context_heads=2, wkv_chunk_size=16),
+    # default: trains on 2 CPU cores in minutes
+    "cpu": dict(d_model=96, head_size=32, ffn_mult=2, encoder_layers=1, main_layers=2,
+                decoder_layers=1, context_layers=1, context_heads=4, wkv_chunk_size=32),
+    # accelerators: ~100 M parameters
+    "gpu": dict(d_model=768, head_size=64, ffn_mult=4, encoder_layers=2, main_layers=12,
+                decoder_layers=2, context_layers=2, context_heads=12, wkv_chunk_size=64),
+}
+
+
+def preset(name: str, **overrides) -> AegirConfig:
+    """AegirConfig of a named preset, with field overrides."""
+    if name not in PRESETS:
+        raise ConfigError(f"model.preset: unknown preset {name!r}, expected one of {sorted(PRESETS)}")
+    return AegirConfig(**{**PRESETS[name], **overrides})
+
+
+@dataclass
+class EncoderOutput:
+    """hidden: (B, T, D) encoder output over bytes; routing: boundaries of the chunker."""
+
+    hidden: torch.Tensor
+    routing: RoutingOutput
+
+
+@dataclass
+class AegirOutput:
+    """cta_logits (B, C, n_cta); cpa_logits (B, C, n_cpa) — column c's relation to column 0
+    (column 0's own row is meaningless); column_vectors (B, C, D); ratio_loss: scalar;
+    chunk_stats: detached F, G, ratio; main_final_state: the main network's state per layer."""
+
+    cta_logits: torch.Tensor
+    cpa_logits: torch.Tensor
+    column_vectors: torch.Tensor
+    ratio_loss: torch.Tensor
+    chunk_stats: ChunkStats
+    main_final_state: list[LayerState]
+
+
+class ColumnAttention(nn.Module):
+    """Pre-LN bidirectional self-attention block over column vectors, masked by column_mask."""
+
+    def __init__(self, d_model: int, n_head: int):
+        super().__init__()
+        self.n_head = n_head
+        self.ln1 = nn.LayerNorm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
+
+    def forward(self, x: torch.Tensor, column_mask: torch.Tensor) -> torch.Tensor:
+        """x: (B, C, D); column_mask: (B, C) bool. Returns (B, C, D)."""
+        B, C, D = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(D, dim=-1)
+        q, k, v = (t.view(B, C, self.n_head, D // self.n_head).transpose(1, 2) for t in (q, k, v))
+        # a column attends to every real column, and to itself (so padded rows never see an
+        # all-masked row, which would give NaN)
+        eye = torch.eye(C, dtype=torch.bool, device=x.device)
+        allowed = (column_mask[:, None, :] | eye)[:, None]  # (B, 1, C, C)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # (B, h, C, D/h)
+        x = x + self.proj(y.transpose(1, 2).reshape(B, C, D))
+        return x + self.mlp(self.ln2(x))
+
+
+class AegirModel(nn.Module):
+    """Byte-level hierarchical column annotator.
+
+    embedding (vocab_size rows) → encoder RWKVStack over bytes → RoutingModule → chunk → main
+    RWKVStack over chunks (initial state in, final state out: the Phase 3 fusion seam) →
+    dechunk · STE(confidence) + residual_proj(encoder output) → decoder RWKVStack over bytes →
+    column pooling → column-position embedding + context attention → CTA head, CPA head.
+
+    Pooling under causality: column c is pooled from the decoder output at its COLUMN_SEP byte
+    (position `end` of its span, which has read the whole column) concatenated with the mean over
+    [start, end]; never at the span start, which has read none of the column.
+
+    Whole-table context: a causal reader sees no later columns, so after pooling `context_layers`
+    blocks of bidirectional self-attention run over the table's column vectors (masked by
+    column_mask, with a learned column-position embedding), giving every column every other
+    column. In Phase 3 the fused specialist states, which have read the whole table, add more
+    through `main_initial_state`.
+
+    Chunk boundaries are forced at every COLUMN_SEP (config.force_column_boundaries), so each
+    column's summary byte is a chunk start that the main network reads.
+
+    Departures from H-Net: one width for all stages (H-Net widens the main network); the residual
+    projection is zero-initialised as in H-Net, so at start the decoder reads the main network.
+    """
+
+    def __init__(self, config: AegirConfig):
+        super().__init__()
+        self.config = config
+        D, K, cs, fm = config.d_model, config.head_size, config.wkv_chunk_size, config.ffn_mult
+        self.embed = nn.Embedding(config.vocab_size, D)
+        nn.init.uniform_(self.embed.weight, -1e-4, 1e-4)  # RWKV's small embedding init + ln0
+        self.ln_embed = nn.LayerNorm(D)
+        self.drop = nn.Dropout(config.dropout)
+        self.encoder = RWKVStack(config.encoder_layers, D, K, cs, fm)
+        self.routing = RoutingModule(D)
+        self.main = RWKVStack(config.main_layers, D, K, cs, fm)
+        self.residual_proj = nn.Linear(D, D)
+        nn.init.zeros_(self.residual_proj.weight)
+        nn.init.zeros_(self.residual_proj.bias)
+        self.decoder = RWKVStack(config.decoder_layers, D, K, cs, fm)
+        self.pool_proj = nn.Linear(2 * D, D)
+        self.column_position = nn.Embedding(config.max_columns, D)
+        nn.init.normal_(self.column_position.weight, std=0.02)
+        self.context = nn.ModuleList(ColumnAttention(D, config.context_heads)
+                                     for _ in range(config.context_layers))
+        self.ln_columns = nn.LayerNorm(D)
+        self.cta_head = nn.Linear(D, config.n_cta)
+        self.cpa_head = nn.Sequential(nn.Linear(3 * D, D), nn.GELU(), nn.Linear(D, config.n_cpa))
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def set_naive_wkv(self, naive: bool) -> None:
+        """Run every recurrence through the reference loop (tests) or the chunked form."""
+        for stack in (self.encoder, self.main, self.decoder):
+            stack.set_naive_wkv(naive)
+
+    # --------------------------------------------------------------------------- stages
+
+    def encode(self, batch: Batch) -> EncoderOutput:
+        """Embedding → encoder → routing. hidden: (B, T, D)."""
+        x = self.drop(self.ln_embed(self.embed(batch.byte_ids)))  # (B, T, D)
+        hidden, _ = self.encoder(x, batch.byte_mask)
+        forced = None
+        if self.config.force_column_boundaries:
+            forced = (batch.byte_ids == COLUMN_SEP) & batch.byte_mask
+        return EncoderOutput(hidden, self.routing(hidden, batch.byte_mask, forced))
+
+    def routing_hidden(self, batch: Batch, encoded: EncoderOutput | None = None) -> torch.Tensor:
+        """Masked mean of the encoder output over real bytes: (B, D), the router's input."""
+        encoded = self.encode(batch) if encoded is None else encoded
+        m = batch.byte_mask[..., None].to(encoded.hidden.dtype)
+        return (encoded.hidden * m).sum(1) / m.sum(1).clamp(min=1)
+
+    def forward(self, batch: Batch, main_initial_state: list[LayerState] | None = None) -> AegirOutput:
+        return self.forward_from_encoded(batch, self.encode(batch), main_initial_state)
+
+    def forward_from_encoded(self, batch: Batch, encoded: EncoderOutput,
+                             main_initial_state: list[LayerState] | None = None) -> AegirOutput:
+        """The rest of the forward after `encode`, from a given main-network initial state."""
+        routing, h_enc = encoded.routing, encoded.hidden
+        chunk_h, chunk_mask = chunk(h_enc, routing.boundary_mask)  # (B, L, D), (B, L)
+        chunk_out, main_final_state = self.main(chunk_h, chunk_mask, main_initial_state)
+        h = dechunk(chunk_out, routing.boundary_mask, routing.boundary_prob, chunk_mask)  # (B, T, D)
+        h = h * straight_through_ones(routing.selected_prob)[..., None] + self.residual_proj(h_enc)
+        h, _ = self.decoder(h, batch.byte_mask)  # (B, T, D)
+
+        columns = self.pool_columns(h, batch.column_spans, batch.column_mask)  # (B, C, D)
+        C = columns.shape[1]
+        position = torch.arange(C, device=h.device).clamp(max=self.config.max_columns - 1)
+        columns = columns + self.column_position(position)[None]
+        for block in self.context:
+            columns = block(columns, batch.column_mask)
+        columns = self.ln_columns(columns)
+        columns_in = self.drop(columns)
+
+        subject = columns_in[:, :1].expand_as(columns_in)  # (B, C, D)
+        pair = torch.cat([subject, columns_in, subject * columns_in], dim=-1)  # (B, C, 3D)
+        return AegirOutput(
+            cta_logits=self.cta_head(columns_in),
+            cpa_logits=self.cpa_head(pair),
+            column_vectors=columns,
+            ratio_loss=ratio_loss(routing.boundary_mask, routing.boundary_prob,
+                                  self.config.target_compression, batch.byte_mask),
+            chunk_stats=chunk_stats(routing.boundary_mask, routing.boundary_prob, batch.byte_mask),
+            main_final_state=main_final_state,
+        )
+
+    def pool_columns(self, h: torch.Tensor, column_spans: torch.Tensor,
+                     column_mask: torch.Tensor) -> torch.Tensor:
+        """h: (B, T, D); column_spans: (B, C, 2) [start, end) with COLUMN_SEP at `end`.
+
+        Returns (B, C, D): pool_proj([h at end, mean of h over start..end inclusive]); zero on
+        padded columns.
+        """
+        B, T, D = h.shape
+        start, end = column_spans[..., 0], column_spans[..., 1].clamp(0, T - 1)  # (B, C)
+        at_end = torch.gather(h, 1, end[..., None].expand(-1, -1, D))  # (B, C, D)
+        t = torch.arange(T, device=h.device)
+        span = (t >= start[..., None]) & (t <= end[..., None]) & column_mask[..., None]  # (B, C, T)
+        span = span.to(h.dtype)
+        mean = (span @ h) / span.sum(-1, keepdim=True).clamp(min=1)  # (B, C, D)
+        pooled = self.pool_proj(torch.cat([at_end, mean], dim=-1))
+        return pooled * column_mask[..., None]
+
+    # --------------------------------------------------------------------------- loss
+
+    def loss(self, batch: Batch, output: AegirOutput) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """CE over labelled columns (CTA) and labelled pairs (CPA) + ratio_loss_weight · ratio
+        loss. A batch with no label of a kind contributes 0 for it (not NaN). Parts are detached."""
+
+        def ce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            labels = labels.flatten()
+            total = F.cross_entropy(logits.flatten(0, 1).float(), labels, ignore_index=IGNORE_INDEX,
+                                    reduction="sum")
+            return total / (labels != IGNORE_INDEX).sum().clamp(min=1)
+
+        cta = ce(output.cta_logits, batch.cta_labels)
+        cpa = ce(output.cpa_logits, batch.cpa_labels)
+        total = cta + cpa + self.config.ratio_loss_weight * output.ratio_loss
+        parts = {"cta": cta.detach(), "cpa": cpa.detach(), "ratio": output.ratio_loss.detach(),
+                 "total": total.detach()}
+        return total, parts
+
+    def config_dict(self) -> dict:
+        return asdict(self.config)

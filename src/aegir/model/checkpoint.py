@@ -1,0 +1,109 @@
+"""Checkpoints: a directory with `model.safetensors` (weights) and `config.json` (config).
+
+config.json = {"model": asdict(AegirConfig), **extra} where `extra` is whatever the caller
+passes (resolved params, label vocabularies, data fingerprint). Loading uses safetensors only:
+nothing is ever unpickled.
+
+Saving is atomic per directory: both files are written into a fresh temporary directory beside
+the target, which then replaces the target by rename. An existing target is first renamed aside
+and removed after the swap, so a reader sees the old checkpoint, the new one, or (if the process
+dies between the two renames) none — never a half-written one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, fields
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from aegir.errors import AegirError
+from aegir.model.aegir import AegirConfig, AegirModel
+
+WEIGHTS_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+
+
+class CheckpointError(AegirError):
+    """A checkpoint that is missing, corrupt, or does not match its config; names the path."""
+
+    def __init__(self, path: str | Path, problem: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+def save_checkpoint(directory: str | Path, model: AegirModel, config_dict: dict | None = None) -> Path:
+    """Write `directory`/model.safetensors + config.json atomically; returns the directory.
+
+    config_dict: extra JSON-serialisable entries for config.json; it may not use the key "model".
+    """
+    directory = Path(directory)
+    extra = dict(config_dict or {})
+    if "model" in extra:
+        raise ValueError('save_checkpoint: config_dict may not contain the key "model"')
+    payload = {"model": asdict(model.config), **extra}
+    text = json.dumps(payload, indent=2, sort_keys=True)  # fails here, before any write, if not JSON
+    tensors = {name: t.detach().to("cpu").contiguous() for name, t in model.state_dict().items()}
+
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
+    try:
+        save_file(tensors, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
+        (tmp / CONFIG_FILE).write_text(text + "\n", encoding="utf-8")
+        old = None
+        if directory.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old-", dir=directory.parent))
+            os.replace(directory, old / directory.name)
+        os.replace(tmp, directory)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return directory
+
+
+def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu") -> tuple[AegirModel, dict]:
+    """Read a checkpoint written by `save_checkpoint`: (model in eval mode, config.json as a dict).
+
+    Raises CheckpointError naming the file for a missing directory or file, invalid JSON, an
+    unknown model config key, or weights that are not safetensors or do not fit the config.
+    """
+    directory = Path(directory)
+    config_path, weights_path = directory / CONFIG_FILE, directory / WEIGHTS_FILE
+    for path in (config_path, weights_path):
+        if not path.is_file():
+            raise CheckpointError(path, "missing (not a checkpoint directory?)")
+    try:
+        config_dict = json.loads(config_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(config_path, f"not valid JSON: {err}") from None
+    model_cfg = config_dict.get("model") if isinstance(config_dict, dict) else None
+    if not isinstance(model_cfg, dict):
+        raise CheckpointError(config_path, 'no "model" object with the model config')
+    known = {f.name for f in fields(AegirConfig)}
+    unknown = sorted(set(model_cfg) - known)
+    if unknown:
+        raise CheckpointError(config_path, f"unknown model config keys {unknown}")
+    try:
+        config = AegirConfig(**model_cfg)
+    except (AegirError, TypeError) as err:
+        raise CheckpointError(config_path, f"invalid model config: {err}") from None
+
+    try:
+        tensors = load_file(str(weights_path), device="cpu")
+    except (SafetensorError, OSError, ValueError) as err:
+        raise CheckpointError(weights_path, f"not a readable safetensors file: {err}") from None
+    model = AegirModel(config)
+    try:
+        model.load_state_dict(tensors, strict=True)
+    except RuntimeError as err:
+        raise CheckpointError(weights_path, f"weights do not fit the config: {err}") from None
+    return model.to(device).eval(), config_dict
