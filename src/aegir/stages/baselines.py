@@ -1,0 +1,93 @@
+"""Stage `baselines`: a single-column classifier, to show how hard the benchmark is.
+
+Each column becomes one document (its first `max_cells` non-missing cells joined by " | ");
+character n-gram TF-IDF + logistic regression (scikit-learn) is trained on `train` for CTA
+(every labelled column) and for CPA (every labelled non-subject column, read alone: the
+baseline never sees column 0 or any other column). It is scored on every split with the same
+F1 as the model (`aegir.eval.metrics`) and writes `results/baselines/metrics.json`.
+
+What this baseline cannot do is the point of the benchmark's corner cases: tell apart columns
+whose cells look alike and whose label only the rest of the table decides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from pathlib import Path
+
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+
+from aegir import atomic
+from aegir.config import SPLITS, BaselinesConfig, load_params
+from aegir.data.prepared import read_split, tables_from_arrow
+from aegir.data.table import Table
+from aegir.errors import AegirError
+from aegir.eval.metrics import task_report
+
+TASKS = ("cta", "cpa")
+
+
+def column_document(cells: tuple[str | None, ...], max_cells: int) -> str:
+    kept = [cell for cell in cells if cell not in (None, "")][:max_cells]
+    return " | ".join(kept)
+
+
+def labelled_columns(tables: list[Table], task: str, max_cells: int) -> tuple[list[str], list[str]]:
+    """(documents, labels) of every column labelled for `task`."""
+    docs, labels = [], []
+    for table in tables:
+        for column, label in zip(table.columns, getattr(table, task)):
+            if label is not None:
+                docs.append(column_document(column, max_cells))
+                labels.append(label)
+    return docs, labels
+
+
+def fit(docs: list[str], labels: list[str], cfg: BaselinesConfig):
+    # A capped L-BFGS run that has not fully converged is expected here, not a fault.
+    warnings.filterwarnings("ignore", message=".*failed to converge.*")
+    model = make_pipeline(
+        TfidfVectorizer(analyzer="char_wb", ngram_range=(cfg.ngram_min, cfg.ngram_max),
+                        max_features=cfg.max_features, sublinear_tf=True),
+        LogisticRegression(C=cfg.C, max_iter=cfg.max_iter, tol=1e-3, random_state=cfg.seed),
+    )
+    return model.fit(docs, labels)
+
+
+def run(cfg: BaselinesConfig, data_dir: Path) -> dict:
+    tables = {split: tables_from_arrow(read_split(data_dir, split)) for split in SPLITS}
+    metrics: dict[str, dict] = {}
+    for task in TASKS:
+        docs, labels = labelled_columns(tables["train"], task, cfg.max_cells)
+        model = fit(docs, labels, cfg)
+        metrics[task] = {}
+        for split in SPLITS:
+            docs, gold = labelled_columns(tables[split], task, cfg.max_cells)
+            pred = list(model.predict(docs)) if docs else []
+            metrics[task][split] = task_report(gold, pred)
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--data", default="data/prepared")
+    parser.add_argument("--out", default="results/baselines/metrics.json")
+    args = parser.parse_args(argv)
+    try:
+        cfg = load_params(args.params).baselines
+        metrics = run(cfg, Path(args.data))
+    except AegirError as exc:
+        parser.exit(2, f"baselines: error: {exc}\n")
+    atomic.write_json(args.out, metrics)
+    for task in TASKS:
+        row = "  ".join(f"{split} {m['micro_f1']:.1f}" for split, m in metrics[task].items())
+        print(f"{task.upper()} micro-F1: {row}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
