@@ -23,6 +23,13 @@ TINY_PARAMS_OVERRIDE = {
     },
     "prepare": {"byte_budget": 512, "max_rows": 6},
     "baselines": {"max_features": 5000},
+    "agents": {
+        "primary": {"preset": "tiny", "seed": 0},
+        "places": {"preset": "tiny", "seed": 1},
+        "media": {"preset": "tiny", "seed": 2},
+    },
+    "phase1": {"epochs": 1, "batch_size": 8, "max_steps": 6, "warmup_steps": 2, "eval_every": 4,
+               "log_every": 2, "checkpoint_every": 3},
 }
 
 

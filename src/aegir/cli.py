@@ -1,0 +1,113 @@
+"""The `aegir` command: annotate a table, evaluate a checkpoint, inspect the pipeline.
+
+    aegir annotate my_table.csv                  # CTA type + CPA relation of every column
+    aegir annotate t.parquet --json --top-k 3
+    aegir evaluate --checkpoint models/phase1/primary --data data/prepared
+    aegir evaluate --checkpoint models/phase1/primary --data /data/sotab_v2 --out eval.json
+    aegir params                                 # validate params.yaml
+    aegir stages                                 # the DAG as DVC resolves it
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from aegir.errors import AegirError
+
+DEFAULT_CHECKPOINT = "models/phase1/primary"
+
+
+def _fail(message: str) -> None:
+    click.echo(f"aegir: error: {message}", err=True)
+    sys.exit(2)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="aegir")
+def main() -> None:
+    """Aegir annotates table columns: a schema.org type per column (CTA) and the relation of
+    the subject column to each other column (CPA), with SOTAB V2 labels.
+
+    Train with `dvc repro` (or `snakemake --cores all phase4`), then annotate your own tables.
+    """
+
+
+@main.command()
+@click.argument("table", type=click.Path(path_type=Path))
+@click.option("--checkpoint", "-c", default=DEFAULT_CHECKPOINT, show_default=True,
+              type=click.Path(path_type=Path), help="checkpoint directory (model.safetensors + config.json)")
+@click.option("--json", "as_json", is_flag=True, help="print machine-readable JSON")
+@click.option("--top-k", "-k", default=1, show_default=True, type=click.IntRange(1, 20),
+              help="labels shown per column, best first")
+def annotate(table: Path, checkpoint: Path, as_json: bool, top_k: int) -> None:
+    """Annotate TABLE (CSV, Parquet, JSON lines or SOTAB .json.gz) with the trained model.
+
+    Column 0 is taken as the table's subject: every other column gets the CPA relation of
+    column 0 to it.
+    """
+    from aegir.inference import annotate_table, format_annotations
+
+    try:
+        result = annotate_table(table, checkpoint, top_k=top_k)
+    except AegirError as exc:
+        _fail(str(exc))
+    click.echo(json.dumps(result, indent=2, ensure_ascii=False) if as_json else format_annotations(result))
+
+
+@main.command()
+@click.option("--checkpoint", "-c", default=DEFAULT_CHECKPOINT, show_default=True,
+              type=click.Path(path_type=Path), help="checkpoint directory")
+@click.option("--data", "-d", required=True, type=click.Path(path_type=Path),
+              help="prepared data (data/prepared) or a SOTAB V2 directory (Train/ Validation/ Test/ + CSVs)")
+@click.option("--split", "splits", multiple=True, help="splits to score (default: all available)")
+@click.option("--out", "-o", type=click.Path(path_type=Path), help="write the scores as JSON here")
+def evaluate(checkpoint: Path, data: Path, splits: tuple[str, ...], out: Path | None) -> None:
+    """Score a checkpoint: CTA and CPA micro/macro F1 per split."""
+    from aegir import atomic
+    from aegir.inference import evaluate_checkpoint, format_scores
+
+    try:
+        scores = evaluate_checkpoint(checkpoint, data, splits)
+    except AegirError as exc:
+        _fail(str(exc))
+    click.echo(format_scores(scores))
+    if out:
+        atomic.write_json(out, scores)
+        click.echo(f"wrote {out}")
+
+
+@main.command()
+@click.option("--params", "params_path", default="params.yaml", show_default=True, type=click.Path(path_type=Path))
+def params(params_path: Path) -> None:
+    """Validate params.yaml (unknown keys, types, ranges) and print it resolved."""
+    from dataclasses import asdict, is_dataclass
+
+    from aegir.config import load_params
+
+    try:
+        loaded = load_params(params_path)
+    except AegirError as exc:
+        _fail(str(exc))
+    resolved = {name: asdict(value) if is_dataclass(value) else
+                {k: asdict(v) if is_dataclass(v) else v for k, v in value.items()}
+                for name, value in loaded.sections.items()}
+    click.echo(json.dumps(resolved, indent=2, default=list))
+
+
+@main.command()
+@click.option("--root", default=".", show_default=True, type=click.Path(path_type=Path))
+def stages(root: Path) -> None:
+    """List the pipeline's stages as DVC resolves dvc.yaml (what Snakemake runs too)."""
+    from aegir.pipeline import dvc_stages
+
+    for spec in dvc_stages(root):
+        click.echo(f"{spec.name}\n  cmd:  {spec.cmd}\n  deps: {', '.join(spec.deps)}\n"
+                   f"  params: {', '.join(spec.params)}\n  outs: {', '.join(spec.outs)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""Running a model over examples: per-column predictions with confidences, and their F1."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from aegir.data.batch import IGNORE_INDEX
+from aegir.data.dataset import Example, collate, eval_batches
+from aegir.eval.metrics import task_report
+from aegir.labels import cpa_vocab, cta_vocab
+
+
+@dataclass(frozen=True)
+class TablePrediction:
+    """Top-k predictions of one table.
+
+    cta_ids, cta_probs: (C, k) class ids and softmax probabilities, best first.
+    cpa_ids, cpa_probs: (C, k); row 0 (the subject column) is meaningless and never scored.
+    """
+
+    table_id: str
+    cta_ids: np.ndarray
+    cta_probs: np.ndarray
+    cpa_ids: np.ndarray
+    cpa_probs: np.ndarray
+
+
+@torch.no_grad()
+def predict(model: torch.nn.Module, examples: Sequence[Example], batch_size: int = 32,
+            top_k: int = 1, device: torch.device | str = "cpu") -> list[TablePrediction]:
+    """Predictions for every example, in the order of `examples`."""
+    was_training = model.training
+    model.eval()
+    out: list[TablePrediction | None] = [None] * len(examples)
+    for indices in eval_batches(examples, batch_size):
+        batch = collate([examples[i] for i in indices]).to(device)
+        output = model(batch)
+        cta_p, cta_i = output.cta_logits.float().softmax(-1).topk(top_k, dim=-1)  # (B, C, k)
+        cpa_p, cpa_i = output.cpa_logits.float().softmax(-1).topk(top_k, dim=-1)
+        for row, i in enumerate(indices):
+            c = examples[i].num_columns
+            out[i] = TablePrediction(
+                table_id=examples[i].table_id,
+                cta_ids=cta_i[row, :c].cpu().numpy(), cta_probs=cta_p[row, :c].cpu().numpy(),
+                cpa_ids=cpa_i[row, :c].cpu().numpy(), cpa_probs=cpa_p[row, :c].cpu().numpy(),
+            )
+    model.train(was_training)
+    return out  # type: ignore[return-value]
+
+
+def gold_and_predicted(examples: Sequence[Example], predictions: Sequence[TablePrediction]):
+    """Aligned (gold, pred) label lists for CTA (columns) and CPA (column pairs (0, j))."""
+    cta, cpa = cta_vocab().labels, cpa_vocab().labels
+    pairs: dict[str, tuple[list, list]] = {"cta": ([], []), "cpa": ([], [])}
+    for example, prediction in zip(examples, predictions):
+        for c in range(example.num_columns):
+            if example.cta_labels[c] != IGNORE_INDEX:
+                pairs["cta"][0].append(cta[example.cta_labels[c]])
+                pairs["cta"][1].append(cta[prediction.cta_ids[c, 0]])
+            if c > 0 and example.cpa_labels[c] != IGNORE_INDEX:
+                pairs["cpa"][0].append(cpa[example.cpa_labels[c]])
+                pairs["cpa"][1].append(cpa[prediction.cpa_ids[c, 0]])
+    return pairs
+
+
+def score(examples: Sequence[Example], predictions: Sequence[TablePrediction]) -> dict[str, dict]:
+    """`{"cta": {micro_f1, macro_f1, support}, "cpa": {…}}` in percent."""
+    pairs = gold_and_predicted(examples, predictions)
+    return {task: task_report(gold, pred) for task, (gold, pred) in pairs.items()}

@@ -1,0 +1,271 @@
+"""Stage `phase1@<agent>`: supervised training of the primary model or one specialist.
+
+    python -m aegir.stages.phase1 --agent primary
+    accelerate launch --num_processes 2 --cpu -m aegir.stages.phase1 --agent primary
+
+Loss: cross-entropy on labelled columns (CTA) and labelled (column 0, column j) pairs (CPA),
+plus the H-Net ratio loss (see `AegirModel.loss`). Every agent in the `agents` section of
+params.yaml is one `foreach` item of this stage; specialists differ from the primary in what
+they know (their `domains` subset) and seed, which is what makes fusing them in Phase 3 worth
+anything.
+
+Accelerate drives the loop: one process on a CPU, or any number under `accelerate launch`.
+A global batch of `batch_size` tables is split across processes (gradients are averaged by
+DDP), so a run is consistent whatever the process count. Validation predictions are gathered
+from every process. On CPU with one process the run is deterministic: the same params and
+data give byte-identical checkpoint and metrics.
+
+Outputs (paths from the command line; dvc.yaml names them once):
+  --out       model.safetensors + config.json (final weights, model config, params, vocabularies,
+              data fingerprint)
+  --metrics   metrics.json (CTA/CPA micro/macro F1 per split) and live/ (DVCLive curves)
+  --state     training state saved every `checkpoint_every` steps; a killed run, re-run with
+              the same params and data, resumes from it
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import gather_object
+from dvclive import Live
+from tqdm import tqdm
+
+from aegir import atomic
+from aegir.config import EVAL_SPLITS, SPLITS, AgentConfig, Params, Phase1Config, build, load_params
+from aegir.data.dataset import Example, collate, length_grouped_batches, load_examples
+from aegir.data.prepared import fingerprint as data_fingerprint
+from aegir.errors import AegirError, ConfigError
+from aegir.eval.predict import predict, score
+from aegir.labels import cpa_vocab, cta_vocab
+from aegir.model.aegir import AegirConfig, AegirModel
+from aegir.model.checkpoint import save_checkpoint
+from aegir.train.resume import TrainingProgress, fingerprint, load_state, save_state
+
+
+def model_config(params: Params, preset: str) -> AegirConfig:
+    """The `AegirConfig` of a preset, label-set sizes from the fixed vocabularies."""
+    if preset not in params.presets:
+        raise ConfigError(f"presets.{preset}: no such preset (known: {', '.join(params.presets)})")
+    fields = {**params.presets[preset], "n_cta": len(cta_vocab()), "n_cpa": len(cpa_vocab())}
+    return build(AegirConfig, fields, f"presets.{preset}")
+
+
+def learning_rate(step: int, total_steps: int, cfg: Phase1Config) -> float:
+    """Linear warm-up, then cosine decay to `min_lr_ratio · lr`."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / max(1, total_steps - cfg.warmup_steps)
+    cosine = 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cosine)
+
+
+def make_optimizer(model: torch.nn.Module, cfg: Phase1Config) -> torch.optim.AdamW:
+    """AdamW; matrices decay, vectors (norms, biases) and embeddings do not."""
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        (decay if param.dim() >= 2 and "embed" not in name else no_decay).append(param)
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.98), eps=1e-8)
+
+
+def process_shard(indices: list[int], accelerator: Accelerator) -> list[int]:
+    """This process's share of a global batch (every process gets at least one table)."""
+    world, rank = accelerator.num_processes, accelerator.process_index
+    if len(indices) < world:
+        indices = (indices * world)[:world]
+    return indices[rank::world]
+
+
+def evaluate(model: torch.nn.Module, examples: list[Example], batch_size: int,
+             accelerator: Accelerator) -> dict[str, dict]:
+    """CTA/CPA F1 of `model` on `examples`, predictions gathered from every process."""
+    shard = list(range(accelerator.process_index, len(examples), accelerator.num_processes))
+    local = predict(accelerator.unwrap_model(model), [examples[i] for i in shard], batch_size,
+                    device=accelerator.device)
+    gathered = gather_object(list(zip(shard, local)))
+    by_index = dict(gathered)
+    return score(examples, [by_index[i] for i in range(len(examples))])
+
+
+def trim_curves(live_dir: Path, last_step: int) -> None:
+    """Drop curve points logged after the resumed state (they will be logged again)."""
+    for tsv in (live_dir / "plots" / "metrics").rglob("*.tsv"):
+        with tsv.open(newline="") as handle:
+            rows = list(csv.reader(handle, delimiter="\t"))
+        kept = [rows[0]] + [r for r in rows[1:] if int(r[0]) <= last_step]
+        with tsv.open("w", newline="") as handle:
+            csv.writer(handle, delimiter="\t", lineterminator="\n").writerows(kept)
+
+
+def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metrics_dir: Path,
+          state_dir: Path, accelerator: Accelerator | None = None) -> dict:
+    """Train one agent; write its checkpoint and metrics; return the metrics."""
+    accelerator = accelerator or Accelerator(cpu=not torch.cuda.is_available())
+    if agent_name not in params.agents:
+        raise ConfigError(f"agents.{agent_name}: no such agent (known: {', '.join(params.agents)})")
+    agent: AgentConfig = params.agents[agent_name]
+    cfg: Phase1Config = params.phase1
+    mcfg = model_config(params, agent.preset)
+
+    train_examples = load_examples(data_dir, "train", agent.domains)
+    if not train_examples:
+        raise AegirError(f"agent {agent_name}: no training tables for domains {list(agent.domains)}")
+    valid_examples = load_examples(data_dir, "valid")
+    epochs = agent.epochs or cfg.epochs
+    batches_per_epoch = math.ceil(len(train_examples) / cfg.batch_size)
+    total_steps = epochs * batches_per_epoch
+    if cfg.max_steps:
+        total_steps = min(total_steps, cfg.max_steps)
+
+    data_print = data_fingerprint(data_dir, SPLITS)
+    run_print = fingerprint({"agent": asdict(agent), "phase1": asdict(cfg), "model": asdict(mcfg),
+                             "data": data_print, "processes": accelerator.num_processes})
+    torch.manual_seed(agent.seed)
+    model = AegirModel(mcfg)
+    optimizer = make_optimizer(model, cfg)
+    progress = load_state(state_dir, model, optimizer, run_print) or TrainingProgress(0, 0, 0)
+    model, optimizer = accelerator.prepare(model, optimizer)
+
+    live_dir = metrics_dir / "live"
+    if accelerator.is_main_process:
+        if progress.step == 0:
+            shutil.rmtree(live_dir, ignore_errors=True)
+        else:
+            trim_curves(live_dir, progress.step)
+            accelerator.print(f"resuming {agent_name} at step {progress.step}/{total_steps}")
+    live = Live(dir=str(live_dir), resume=progress.step > 0, save_dvc_exp=False, dvcyaml=False) \
+        if accelerator.is_main_process else None
+
+    step = progress.step
+    bar = tqdm(total=total_steps, initial=step, desc=f"phase1 {agent_name}", unit="step",
+               disable=not accelerator.is_local_main_process, mininterval=2.0)
+    model.train()
+    for epoch in range(progress.epoch, epochs):
+        batches = length_grouped_batches(train_examples, cfg.batch_size, agent.seed, epoch)
+        start = progress.batch_in_epoch if epoch == progress.epoch else 0
+        for batch_index in range(start, len(batches)):
+            if step >= total_steps:
+                break
+            batch = collate([train_examples[i] for i in process_shard(batches[batch_index], accelerator)])
+            batch = batch.to(accelerator.device)
+            lr = learning_rate(step, total_steps, cfg)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            with accelerator.autocast():
+                output = model(batch)
+                loss, parts = accelerator.unwrap_model(model).loss(batch, output)
+            accelerator.backward(loss)
+            accelerator.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            bar.update(1)
+
+            if live is not None and step % cfg.log_every == 0:
+                live.step = step
+                live.log_metric("train/loss", float(loss.detach()))
+                for name, value in parts.items():
+                    live.log_metric(f"train/{name}", float(value))
+                stats = output.chunk_stats
+                live.log_metric("chunking/F", float(stats.F))
+                live.log_metric("chunking/G", float(stats.G))
+                live.log_metric("chunking/ratio", float(stats.ratio))
+                live.log_metric("train/lr", lr)
+                bar.set_postfix(loss=f"{float(loss.detach()):.3f}", ratio=f"{float(stats.ratio):.2f}")
+            if cfg.eval_every and step % cfg.eval_every == 0 and step < total_steps:
+                valid = evaluate(model, valid_examples, cfg.eval_batch_size, accelerator)
+                if live is not None:
+                    live.step = step
+                    for task in ("cta", "cpa"):
+                        live.log_metric(f"valid/{task}_micro_f1", valid[task]["micro_f1"])
+                        live.log_metric(f"valid/{task}_macro_f1", valid[task]["macro_f1"])
+            if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < total_steps:
+                accelerator.wait_for_everyone()
+                if accelerator.is_main_process:
+                    save_state(state_dir, accelerator.unwrap_model(model), optimizer,
+                               TrainingProgress(step, epoch, batch_index + 1), run_print)
+        if step >= total_steps:
+            break
+    bar.close()
+
+    metrics = final_metrics(model, agent, data_dir, cfg, accelerator)
+    metrics["steps"] = step
+    metrics["train_tables"] = len(train_examples)
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        unwrapped = accelerator.unwrap_model(model)
+        save_checkpoint(out_dir, unwrapped, {
+            "agent": agent_name,
+            "agent_config": asdict(agent),
+            "params": {"phase1": asdict(cfg), "prepare": asdict(params.prepare)},
+            "vocab": {"cta": list(cta_vocab().labels), "cpa": list(cpa_vocab().labels)},
+            "data_fingerprint": data_print,
+            "num_parameters": sum(p.numel() for p in unwrapped.parameters()),
+        })
+        save_state(state_dir, unwrapped, optimizer, TrainingProgress(step, epochs, 0), run_print)
+        atomic.write_json(metrics_dir / "metrics.json", metrics)
+        live.step = step
+        for task in ("cta", "cpa"):
+            live.log_metric(f"valid/{task}_micro_f1", metrics[task]["valid"]["micro_f1"])
+            live.log_metric(f"valid/{task}_macro_f1", metrics[task]["valid"]["macro_f1"])
+        live.end()
+    return metrics
+
+
+def final_metrics(model, agent: AgentConfig, data_dir: Path, cfg: Phase1Config,
+                  accelerator: Accelerator) -> dict:
+    """F1 on every split; specialists also on the tables of their own domains."""
+    metrics: dict = {"cta": {}, "cpa": {}}
+    if agent.domains:
+        metrics["in_domain"] = {"cta": {}, "cpa": {}}
+    for split in EVAL_SPLITS:
+        examples = load_examples(data_dir, split)
+        result = evaluate(model, examples, cfg.eval_batch_size, accelerator)
+        for task in ("cta", "cpa"):
+            metrics[task][split] = result[task]
+        if agent.domains:
+            own = [e for e in examples if e.domain in set(agent.domains)]
+            if own:
+                result = evaluate(model, own, cfg.eval_batch_size, accelerator)
+                for task in ("cta", "cpa"):
+                    metrics["in_domain"][task][split] = result[task]
+    return metrics
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agent", default="primary", help="a key of the `agents` params section")
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--data", default="data/prepared")
+    parser.add_argument("--out", help="checkpoint directory (default models/phase1/<agent>)")
+    parser.add_argument("--metrics", help="metrics directory (default results/phase1/<agent>)")
+    parser.add_argument("--state", help="resume-state directory (default state/phase1/<agent>)")
+    args = parser.parse_args(argv)
+    try:
+        params = load_params(args.params)
+        metrics = train(
+            args.agent, params, Path(args.data),
+            Path(args.out or f"models/phase1/{args.agent}"),
+            Path(args.metrics or f"results/phase1/{args.agent}"),
+            Path(args.state or f"state/phase1/{args.agent}"),
+        )
+    except AegirError as exc:
+        parser.exit(2, f"phase1: error: {exc}\n")
+    print(f"phase1 {args.agent}: " + "  ".join(
+        f"{task.upper()} test {metrics[task]['test']['micro_f1']:.1f} / corner {metrics[task]['corner_cases']['micro_f1']:.1f}"
+        for task in ("cta", "cpa")))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
