@@ -16,6 +16,7 @@ Randomness comes only from the `torch.Generator` passed in, so a check is reprod
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -129,34 +130,59 @@ def routing_patterns(
     generator: torch.Generator,
     confidence: float = 0.95,
 ) -> dict[str, RoutingPattern]:
-    """The four routings every routing reward must rank: always_on, always_off, unbalanced, balanced.
+    """The routings every routing reward must rank: always_on, always_off, unbalanced, balanced.
 
-    k = round(target_share·S) specialists per table (at least 1, at most S − 1).
+    k = ceil(target_share·S) specialists per table (at least 1, at most S − 1).
     * unbalanced: every table activates the same first k specialists (k = 1: one takes all)
-    * balanced:   table b activates k consecutive specialists starting at a per-table offset
-                  that cycles through 0..S−1 in a random order, so loads are equal when
-                  B·k is a multiple of S and the routing varies with the input
-    Gate probabilities are `confidence` where on and 1 − `confidence` where off.
+    * balanced:   table b activates k consecutive specialists starting at offset b·k (mod S),
+                  tables in a random order, so loads are equal when B·k is a multiple of S
+                  (within one table otherwise) and the routing varies with the input
+    always_on / always_off gates are `confidence` / 1 − `confidence`. The two selective
+    patterns' gates average to exactly `target_share` on every table (on: q, off: e ≤
+    1 − `confidence`): the policy that is at the target in expectation. This matters when
+    target_share·S is not a whole number (S = 2, a = 0.25: no table can activate half a
+    specialist, so any k overshoots or undershoots; with gates at the target the share term
+    is 0 whatever k, as it is for the router's calibrated policy, E[F] = G = a).
+    With S = 1 there is no "unbalanced" routing: balanced activates the one specialist on a
+    random share ≈ target_share of the tables (at least one, not all), gates = target_share.
     """
     B, S = batch_size, num_specialists
-    if S < 2 or B < 2:
-        raise ValueError(f"routing patterns need S ≥ 2 and B ≥ 2, got S={S}, B={B}")
-    k = min(max(round(target_share * S), 1), S - 1)
+    if S < 1 or B < 2:
+        raise ValueError(f"routing patterns need S ≥ 1 and B ≥ 2, got S={S}, B={B}")
     on = torch.ones(B, S, dtype=torch.bool)
     off = torch.zeros(B, S, dtype=torch.bool)
+
+    def pattern(mask: torch.Tensor, gate_on: float, gate_off: float) -> RoutingPattern:
+        gate = torch.where(mask, torch.tensor(gate_on), torch.tensor(gate_off))
+        return RoutingPattern(activation_mask=mask, gate_prob=gate)
+
+    patterns = {"always_on": pattern(on, confidence, 1.0 - confidence),
+                "always_off": pattern(off, confidence, 1.0 - confidence)}
+    if S == 1:
+        n_on = min(max(round(target_share * B), 1), B - 1)
+        balanced = (torch.randperm(B, generator=generator) < n_on)[:, None]  # (B, 1)
+        patterns["balanced"] = pattern(balanced, target_share, target_share)
+        return patterns
+
+    k = min(max(math.ceil(target_share * S - 1e-9), 1), S - 1)
+    # selective gates: k·q + (S − k)·e = target_share·S with 0 < e < q < 1
+    e = min(1.0 - confidence, target_share / 2)
+    q = (target_share * S - (S - k) * e) / k
+    if q >= 1.0:  # target above (S − 1)/S: hold q below 1 and raise the off gates instead
+        q = 1.0 - min(1.0 - confidence, (1.0 - target_share) / 2)
+        e = (target_share * S - k * q) / (S - k)
     unbalanced = off.clone()
     unbalanced[:, :k] = True
-    start = (torch.arange(B) % S)[torch.randperm(B, generator=generator)]  # (B,)
+    # table b covers specialists b·k … b·k + k − 1 (mod S), tables shuffled: consecutive tables
+    # tile the specialists, so loads differ by at most one table whatever B (stride 1 would
+    # leave specialists unused when B < S and k > 1)
+    start = ((torch.arange(B) * k) % S)[torch.randperm(B, generator=generator)]  # (B,)
     columns = (start[:, None] + torch.arange(k)[None, :]) % S  # (B, k)
     balanced = off.clone()
     balanced[torch.arange(B)[:, None], columns] = True
-
-    def pattern(mask: torch.Tensor) -> RoutingPattern:
-        gate = torch.where(mask, torch.tensor(confidence), torch.tensor(1.0 - confidence))
-        return RoutingPattern(activation_mask=mask, gate_prob=gate)
-
-    return {"always_on": pattern(on), "always_off": pattern(off),
-            "unbalanced": pattern(unbalanced), "balanced": pattern(balanced)}
+    patterns["unbalanced"] = pattern(unbalanced, q, e)
+    patterns["balanced"] = pattern(balanced, q, e)
+    return patterns
 
 
 def pattern_rewards(
@@ -196,21 +222,48 @@ def _fresh_router(dim: int, num_specialists: int, init_bias: float, generator: t
     return router
 
 
+def _surrogate(
+    router: SpecialistRouter,
+    features: torch.Tensor,
+    reward_fn: RoutingReward,
+    generator: torch.Generator,
+    rollouts: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sample `rollouts` routings of the batch; return (REINFORCE loss, scores (B, S), rewards (K, B)).
+
+    K = 1: one routing, batch-mean baseline (`reinforce_loss`). K > 1: `reward_fn` is called
+    once per rollout (so its batch-level parts see that rollout alone) and each table's
+    advantage is its reward minus the mean over its K rollouts, as Phase 3's group-relative
+    advantages. A reward that does not depend on the routing then gives exactly zero
+    gradient, so "non-zero" means the routing moves the reward, not that noise does.
+    """
+    if rollouts < 1:
+        raise ValueError(f"rollouts must be ≥ 1, got {rollouts}")
+    decisions = [router.sample(features, generator=generator) for _ in range(rollouts)]
+    rewards = torch.stack([reward_fn(d.activation_mask, d.scores.detach()) for d in decisions])  # (K, B)
+    log_prob = torch.stack([d.log_prob.sum(-1) for d in decisions])  # (K, B)
+    if rollouts == 1:
+        loss = reinforce_loss(log_prob[0], rewards[0])
+    else:
+        advantage = rewards - rewards.mean(0, keepdim=True)
+        loss = reinforce_loss(log_prob.flatten(), advantage.flatten(), baseline="none")
+    return loss, decisions[0].scores.detach(), rewards
+
+
 def policy_gradient_norm(
     router: SpecialistRouter,
     features: torch.Tensor,
     reward_fn: RoutingReward,
     generator: torch.Generator,
+    rollouts: int = 1,
 ) -> dict:
     """Gradient of the REINFORCE surrogate of `reward_fn` w.r.t. the router's parameters.
 
-    features: (B, d_model) routing features. One routing is sampled; the router's .grad is
-    left untouched (the gradient is taken with autograd.grad). Returns grad_norm, finite,
-    nonzero, reward_mean, reward_std.
+    features: (B, d_model) routing features. `rollouts` routings are sampled (see
+    `_surrogate` for the baseline); the router's .grad is left untouched (the gradient is
+    taken with autograd.grad). Returns grad_norm, finite, nonzero, reward_mean, reward_std.
     """
-    decision = router.sample(features, generator=generator)
-    reward = reward_fn(decision.activation_mask, decision.scores.detach())
-    loss = reinforce_loss(decision.log_prob.sum(-1), reward)
+    loss, _, reward = _surrogate(router, features, reward_fn, generator, rollouts)
     grads = torch.autograd.grad(loss, list(router.parameters()))
     flat = torch.cat([g.flatten() for g in grads])
     norm = float(flat.norm())
@@ -226,30 +279,46 @@ def router_ascent(
     lr: float,
     generator: torch.Generator,
     init_bias: float = 4.0,
+    rollouts: int = 1,
+    value_fn: Callable[[torch.Tensor], float] | None = None,
 ) -> dict:
     """Train a fresh router by REINFORCE ascent on `reward_fn`; return its trajectory.
 
     features: (B, d) fixed routing features. The router starts with bias `init_bias` on every
-    gate (+4: always on, rate ≈ 0.98) and takes `steps` Adam steps of size `lr` on
-    `reinforce_loss` (batch-mean baseline), one sampled routing per step.
+    gate (+4: always on, rate ≈ 0.98) and takes `steps` Adam steps of size `lr` on the
+    REINFORCE surrogate of `rollouts` sampled routings per step (see `_surrogate`).
     activation_rate[i] = mean gate probability before step i (steps + 1 entries, the last
     after training): its direction shows where the reward drives routing.
+    grad_norm[i] = norm of the surrogate's gradient at step i (grad_norm[0]: at the start).
+    value_fn(scores (B, S)) → float, when given, is evaluated on the router's scores before
+    each step and after training ("value", steps + 1 entries), e.g. the exact expected reward.
     """
     router = _fresh_router(features.shape[-1], num_specialists, init_bias, generator)
     optimizer = torch.optim.Adam(router.parameters(), lr=lr)
-    rates, rewards = [], []
+    rates, rewards, grad_norms, values = [], [], [], []
+    finite = True
     for _ in range(steps):
-        decision = router.sample(features, generator=generator)
-        reward = reward_fn(decision.activation_mask, decision.scores.detach())
-        loss = reinforce_loss(decision.log_prob.sum(-1), reward)
+        loss, scores, reward = _surrogate(router, features, reward_fn, generator, rollouts)
+        if value_fn is not None:
+            values.append(float(value_fn(scores)))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        flat = torch.cat([p.grad.flatten() for p in router.parameters()])
+        finite = finite and bool(torch.isfinite(flat).all())
+        grad_norms.append(float(flat.norm()))
         optimizer.step()
-        rates.append(float(decision.scores.detach().mean()))
+        rates.append(float(scores.mean()))
         rewards.append(float(reward.mean()))
     with torch.no_grad():
-        rates.append(float(router(features).mean()))
-    return {"activation_rate": rates, "reward_mean": rewards, "start_rate": rates[0], "end_rate": rates[-1]}
+        scores = router(features)
+        rates.append(float(scores.mean()))
+        if value_fn is not None:
+            values.append(float(value_fn(scores)))
+    out = {"activation_rate": rates, "reward_mean": rewards, "start_rate": rates[0], "end_rate": rates[-1],
+           "grad_norm": grad_norms, "grad_finite": finite}
+    if value_fn is not None:
+        out["value"] = values
+    return out
 
 
 def spread_stats(components: dict[str, torch.Tensor]) -> dict[str, dict[str, float]]:
