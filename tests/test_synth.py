@@ -1,0 +1,295 @@
+"""The embedded synthetic benchmark: determinism, labels, coverage and the robustness splits."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from aegir.config import SPLITS, SyntheticConfig
+from aegir.data.synth import (
+    DOMAIN_NAMES,
+    DOMAINS,
+    MISSING_TOKENS,
+    context_pairs,
+    coverage_report,
+    emittable_labels,
+    generate_benchmark,
+    generate_split,
+    generate_table,
+    is_missing,
+    label_coverage,
+    lookalike_pairs,
+)
+from aegir.data.synth import formats, kinds, latents
+from aegir.data.synth.context import Row, make_context
+from aegir.errors import ConfigError
+from aegir.labels import cpa_vocab, cta_vocab
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+SMALL = SyntheticConfig(train_tables=40, valid_tables=10, test_tables=34, corner_cases_tables=34,
+                        missing_values_tables=34, format_heterogeneity_tables=34, min_rows=4, max_rows=10)
+MEDIUM = SyntheticConfig(train_tables=340, valid_tables=17, test_tables=170, corner_cases_tables=170,
+                         missing_values_tables=170, format_heterogeneity_tables=170, min_rows=5, max_rows=12)
+
+
+@lru_cache(maxsize=None)
+def bench(cfg: SyntheticConfig) -> dict:
+    return generate_benchmark(cfg)
+
+
+def digest(benchmark: dict) -> str:
+    return hashlib.sha256(repr(sorted(benchmark.items())).encode("utf-8")).hexdigest()
+
+
+# ----------------------------------------------------------------------------- determinism
+
+
+def test_same_config_gives_identical_tables():
+    assert generate_benchmark(SMALL) == generate_benchmark(SMALL)
+
+
+def test_other_seed_gives_other_tables():
+    other = generate_benchmark(SyntheticConfig(**{**SMALL.__dict__, "seed": SMALL.seed + 1}))
+    ours = bench(SMALL)
+    for split in SPLITS:
+        assert [t.columns for t in other[split]] != [t.columns for t in ours[split]]
+
+
+def test_table_does_not_depend_on_generation_order():
+    split = generate_split(SMALL, "test")
+    assert generate_table(SMALL, "test", 7) == split[7]
+    assert generate_table(SMALL, "test", 3) == split[3]  # after drawing a later table
+
+
+def test_same_bytes_under_another_hash_seed():
+    """Nothing may hang on Python's per-process string hashing (set order, hash())."""
+    code = ("import hashlib; from aegir.config import SyntheticConfig; "
+            "from aegir.data.synth import generate_benchmark; "
+            f"b = generate_benchmark(SyntheticConfig(**{SMALL.__dict__!r})); "
+            "print(hashlib.sha256(repr(sorted(b.items())).encode('utf-8')).hexdigest())")
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(SRC)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == digest(bench(SMALL))
+
+
+# ----------------------------------------------------------------------------- shape of the tables
+
+
+def test_every_split_is_there_and_full():
+    benchmark = bench(SMALL)
+    assert tuple(benchmark) == SPLITS
+    for split in SPLITS:
+        assert len(benchmark[split]) == SMALL.tables_in(split) > 0
+
+
+def test_table_structure():
+    ids = set()
+    for split, tables in bench(SMALL).items():
+        for t in tables:
+            assert re.fullmatch(rf"synth_{split}_\d{{6}}_{t.domain}", t.table_id)
+            ids.add(t.table_id)
+            assert t.domain in DOMAIN_NAMES
+            assert t.cpa[0] is None and t.cta[0] == f"{t.domain}/name"
+            assert SMALL.min_columns <= t.num_columns <= SMALL.max_columns
+            assert {len(c) for c in t.columns} == {t.num_rows}
+            assert SMALL.min_rows <= t.num_rows <= SMALL.max_rows
+            assert all(cell is None or isinstance(cell, str) for col in t.columns for cell in col)
+            assert all(any(not is_missing(cell) for cell in col) for col in t.columns)
+            assert len({c for c in t.cpa if c}) == len([c for c in t.cpa if c])  # one column per property
+    assert len(ids) == sum(SMALL.tables_in(s) for s in SPLITS)
+
+
+def test_every_domain_in_every_split():
+    for split, tables in bench(MEDIUM).items():
+        assert {t.domain for t in tables} == set(DOMAIN_NAMES), split
+
+
+def test_leading_zeros_survive():
+    postcodes = [cell for t in bench(MEDIUM)["train"] for col, cpa in zip(t.columns, t.cpa)
+                 if cpa == "postalCode" for cell in col if cell and not is_missing(cell)]
+    assert any(p.startswith("0") and p[:5].isdigit() for p in postcodes)
+
+
+# ----------------------------------------------------------------------------- labels
+
+
+def test_schema_labels_are_sotab_labels():
+    ctas, cpas = emittable_labels()
+    assert ctas <= set(cta_vocab().labels)
+    assert cpas <= set(cpa_vocab().labels)
+    for domain in DOMAINS.values():
+        keys = [p.key for p in domain.props]
+        assert len(keys) == len(set(keys)), domain.name
+        for prop in domain.props:  # partners and requirements name real properties
+            for key in prop.partners + prop.requires:
+                assert key in keys, (domain.name, prop.key, key)
+
+
+def test_generated_labels_are_sotab_labels():
+    ctas, cpas = set(cta_vocab().labels), set(cpa_vocab().labels)
+    for tables in bench(MEDIUM).values():
+        for t in tables:
+            assert all(c is None or c in ctas for c in t.cta)
+            assert all(c is None or c in cpas for c in t.cpa)
+
+
+def test_label_coverage_thresholds():
+    ctas, cpas = emittable_labels()
+    assert len(ctas) == 82 and len(cpas) == 108  # the schemas can emit every SOTAB label
+    ctas, cpas = label_coverage(bench(MEDIUM)["train"])
+    assert len(ctas) >= 80, sorted(set(cta_vocab().labels) - ctas)
+    assert len(cpas) >= 104, sorted(set(cpa_vocab().labels) - cpas)
+    report = coverage_report(bench(MEDIUM)["train"])
+    assert f"**CTA**: {len(ctas)}/82" in report and f"**CPA**: {len(cpas)}/108" in report
+
+
+# ----------------------------------------------------------------------------- robustness splits
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values)
+
+
+def test_corner_cases_are_dense_with_lookalikes():
+    b = bench(MEDIUM)
+    corner, test = b["corner_cases"], b["test"]
+    assert _mean(map(lookalike_pairs, corner)) > 1.5 * _mean(map(lookalike_pairs, test))
+    with_pair = _mean(context_pairs(t) > 0 for t in corner)
+    assert with_pair >= 0.65 and with_pair > _mean(context_pairs(t) > 0 for t in test) + 0.15
+    faxes = [t for t in corner if "faxNumber" in t.cpa]
+    assert faxes and all("telephone" in t.cpa for t in faxes)  # a fax only beside its telephone
+
+
+def test_corner_cases_show_their_domain_elsewhere():
+    """The subject's class must be decidable from the other columns: a signature column is there."""
+    def has_signature(t) -> bool:
+        signatures = {(p.cpa, cta) for p in DOMAINS[t.domain].props if p.signature for cta, _ in p.variants}
+        return any((cpa, cta) in signatures for cpa, cta in zip(t.cpa[1:], t.cta[1:]))
+
+    b = bench(MEDIUM)
+    assert all(has_signature(t) for t in b["corner_cases"])
+    assert _mean(map(has_signature, b["test"])) < 0.9
+
+
+def test_corner_case_names_hide_their_class():
+    """Names in corner cases carry no clue ("Hotel …", "… Museum"): only the table tells."""
+    clue = re.compile(r"\b(hotel|inn|hostel|resort|lodge|suites|museum|musée|museo|gallery|kunsthalle|"
+                      r"ristorante|trattoria|bistro|pizzeria|brasserie|café|grill|steakhouse)\b", re.I)
+
+    def clue_share(tables) -> float:
+        names = [cell for t in tables if t.domain in ("Hotel", "Museum", "Restaurant")
+                 for cell in t.columns[0] if not is_missing(cell)]
+        return _mean(bool(clue.search(n)) for n in names)
+
+    b = bench(MEDIUM)
+    assert clue_share(b["corner_cases"]) < 0.1 < clue_share(b["train"])
+
+
+def test_missing_values_split_misses_more():
+    def missing_share(tables) -> float:
+        return _mean(is_missing(cell) for t in tables for col in t.columns for cell in col)
+
+    b = bench(MEDIUM)
+    assert missing_share(b["missing_values"]) > 3 * missing_share(b["test"])
+    heavy = [col for t in b["missing_values"] for col in t.columns[1:] if _mean(map(is_missing, col)) >= 0.3]
+    assert len(heavy) >= len(b["missing_values"])  # about one heavily missing column per table or more
+    tokens = {cell for t in b["missing_values"] for col in t.columns for cell in col if is_missing(cell)}
+    assert tokens == set(MISSING_TOKENS)
+
+
+def _shape(cell: str) -> str:
+    return re.sub(r"[^\W\d_]+", "a", re.sub(r"\d+", "9", cell))
+
+
+def test_format_heterogeneity_split_mixes_formats():
+    def mixed_share(tables) -> float:
+        columns = [[c for c in col if not is_missing(c)] for t in tables
+                   for col, cta in zip(t.columns, t.cta) if cta in ("Date", "DateTime")]
+        columns = [col for col in columns if len(col) >= 4]
+        return _mean(len({_shape(c) for c in col}) > 1 for col in columns)
+
+    b = bench(MEDIUM)
+    assert mixed_share(b["format_heterogeneity"]) > 0.8
+    assert mixed_share(b["test"]) < 0.4
+
+
+# ----------------------------------------------------------------------------- values that read together
+
+
+def _row_context(seed: int = 3, locale: str = "de_DE"):
+    return make_context(locale, seed, hard=False, cue_rate=0.5), Row(0)
+
+
+def test_fax_is_telephone_plus_one():
+    assert formats.bump_last_digit("+49 (0)30 123459") == "+49 (0)30 123450"
+    assert formats.bump_last_digit("555-0199x12") == "555-0190x12"  # the extension stays
+    for seed in range(20):
+        ctx, row = _row_context(seed, "en_US")
+        tel, fax = kinds.K["telephone"].draw(ctx, row), kinds.K["fax"].draw(ctx, row)
+        assert fax == formats.bump_last_digit(tel) and fax != tel
+
+
+def test_related_columns_agree_within_a_row():
+    for seed in range(30):
+        ctx, row = _row_context(seed)
+        end = kinds.K["end_datetime"].draw(ctx, row)  # drawn before the start on purpose
+        assert end > kinds.K["start_datetime"].draw(ctx, row)
+        assert kinds.K["end_date"].draw(ctx, row) >= kinds.K["start_date"].draw(ctx, row)
+        assert kinds.K["created"].draw(ctx, row) <= kinds.K["published"].draw(ctx, row)
+        assert kinds.K["death_date"].draw(ctx, row) > kinds.K["birth_date"].draw(ctx, row)
+        total = kinds.K["total_time"].draw(ctx, row)
+        assert total == kinds.K["prep_time"].draw(ctx, row) + kinds.K["cook_time"].draw(ctx, row)
+        value, best, worst = (kinds.K[k].draw(ctx, row) for k in ("rating_value", "best_rating",
+                                                                  "worst_rating"))
+        assert worst <= value <= best
+        given, family = kinds.K["given_name"].draw(ctx, row), kinds.K["family_name"].draw(ctx, row)
+        person = kinds.SUBJECTS["Person"]
+        assert person.formats[0](ctx, person.draw(ctx, row)) == f"{given} {family}"
+
+
+def test_sports_event_home_team_plays_at_home():
+    for seed in range(10):
+        ctx, row = _row_context(seed)
+        home = kinds.K["home_team"].draw(ctx, row)
+        assert kinds.K["home_city"].draw(ctx, row) in home
+
+
+# ----------------------------------------------------------------------------- formats
+
+
+def test_date_and_duration_formats_known_answers():
+    ctx, _ = _row_context()
+    d = datetime(2021, 5, 3, 19, 30)
+    assert formats.DATE_FORMATS[0](ctx, d.date()) == "2021-05-03"
+    assert formats.DATE_FORMATS[1](ctx, d.date()) == "03.05.2021"
+    assert formats.DATE_FORMATS[10](ctx, d.date()) == "3. Mai 2021"
+    assert formats.DATETIME_FORMATS[1](ctx, d) == "2021-05-03T19:30:00+02:00"
+    assert formats.DATETIME_FORMATS[5](ctx, d) == "05/03/2021 7:30 PM"
+    assert formats.DURATION_FORMATS[0](ctx, 90) == "PT1H30M"
+    assert formats.DURATION_FORMATS[0](ctx, 45) == "PT45M"
+    assert formats.DURATION_FORMATS[2](ctx, 90) == "1 h 30 min"
+    assert formats.TRACK_DURATION_FORMATS[0](ctx, 225) == "PT3M45S"
+    assert formats.COORDINATE_FORMATS[3](ctx, ("lat", 52.52)) == "52°31'12.0\"N"
+    assert formats.MONEY_FORMATS[0](ctx, 1234.5) == "1.234,50 €"
+    assert latents.gs1_check_digit("400638133393") == "1"  # EAN-13 4006381333931
+    assert formats.isbn10_from_13("9780306406157") == "0306406152"
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def test_unknown_split_and_locale_are_config_errors():
+    with pytest.raises(ConfigError, match="unknown split 'hard'"):
+        generate_split(SMALL, "hard")
+    with pytest.raises(ConfigError, match="xx_YY"):
+        generate_split(SyntheticConfig(**{**SMALL.__dict__, "locales": ("xx_YY",)}), "test")
