@@ -1,0 +1,132 @@
+"""`aegir annotate` / `aegir evaluate` on a tiny checkpoint, and their bad-input cases."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import subprocess
+from dataclasses import asdict
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from click.testing import CliRunner
+
+from aegir.cli import main
+from aegir.config import PrepareConfig, parse_params
+from aegir.model.aegir import AegirModel, preset
+from aegir.model.checkpoint import save_checkpoint
+from aegir.stages.prepare import run as prepare_run
+from conftest import BIN, TINY_PARAMS_OVERRIDE
+
+CSV = "hotel,phone,zip\nHotel Adlon,+49 30 22610,01234\nThe Ritz,+44 20 7493 8181,W1J 9BR\n"
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ckpt")
+    torch.manual_seed(0)
+    model = AegirModel(preset("tiny"))
+    prepare = PrepareConfig(byte_budget=512, max_rows=6)
+    save_checkpoint(root / "model", model, {"params": {"prepare": asdict(prepare)}})
+    return root / "model"
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    root = tmp_path_factory.mktemp("prepared")
+    params = parse_params({k: v for k, v in TINY_PARAMS_OVERRIDE.items() if k in ("synthetic", "prepare")})
+    prepare_run(params, root / "data", root / "stats.json")
+    return root / "data"
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_help_lists_commands():
+    out = subprocess.run([str(BIN / "aegir"), "--help"], capture_output=True, text=True, check=True).stdout
+    for command in ("annotate", "evaluate", "params", "stages"):
+        assert command in out
+
+
+@pytest.mark.parametrize("suffix", ["csv", "parquet", "jsonl", "json.gz"])
+def test_annotate_every_format(tmp_path, checkpoint, suffix):
+    rows = [line.split(",") for line in CSV.strip().splitlines()]
+    path = tmp_path / f"t.{suffix}"
+    if suffix == "csv":
+        path.write_text(CSV)
+    elif suffix == "parquet":
+        pq.write_table(pa.table({h: [r[i] for r in rows[1:]] for i, h in enumerate(rows[0])}), path)
+    elif suffix == "jsonl":
+        path.write_text("".join(json.dumps(dict(zip(rows[0], r))) + "\n" for r in rows[1:]))
+    else:
+        with gzip.open(path, "wt") as f:
+            f.writelines(json.dumps({str(i): c for i, c in enumerate(r)}) + "\n" for r in rows[1:])
+    result = invoke("annotate", path, "--checkpoint", checkpoint, "--json", "--top-k", "3")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert len(out["columns"]) == 3
+    assert out["columns"][0]["cpa"] is None and len(out["columns"][1]["cpa"]) == 3
+    for col in out["columns"]:
+        confidences = [a["confidence"] for a in col["cta"]]
+        assert confidences == sorted(confidences, reverse=True) and 0 < confidences[0] <= 1
+    assert "01234" in out["columns"][2]["sample"]  # cells stay strings
+    text = invoke("annotate", path, "--checkpoint", checkpoint)
+    assert text.exit_code == 0 and "(subject)" in text.output
+
+
+def test_evaluate_prepared_data_writes_json(tmp_path, checkpoint, prepared):
+    out = tmp_path / "eval.json"
+    result = invoke("evaluate", "--checkpoint", checkpoint, "--data", prepared, "--out", out)
+    assert result.exit_code == 0, result.output
+    scores = json.loads(out.read_text())
+    assert set(scores) == {"train", "valid", "test", "corner_cases", "missing_values", "format_heterogeneity"}
+    assert scores["test"]["cta"]["support"] > 0
+    assert "corner_cases" in result.output
+
+
+@pytest.mark.parametrize("case", ["missing", "not_safetensors", "no_config", "truncated"])
+def test_bad_checkpoint_is_a_clear_error(tmp_path, checkpoint, case):
+    table = tmp_path / "t.csv"
+    table.write_text(CSV)
+    bad = tmp_path / "ckpt"
+    if case != "missing":
+        shutil.copytree(checkpoint, bad)
+    if case == "not_safetensors":
+        (bad / "model.safetensors").write_bytes(b"\x80\x04pickle-like bytes")
+    elif case == "no_config":
+        (bad / "config.json").unlink()
+    elif case == "truncated":
+        data = (bad / "model.safetensors").read_bytes()
+        (bad / "model.safetensors").write_bytes(data[: len(data) // 2])
+    result = CliRunner().invoke(main, ["annotate", str(table), "--checkpoint", str(bad)])
+    assert result.exit_code != 0
+    assert "aegir: error:" in result.output and str(bad) in result.output
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "problem"),
+    [
+        ("empty.csv", "", "empty"),
+        ("header_only.csv", "a,b\n", ""),
+        ("latin1.csv", "name,city\nJos\xe9,K\xf6ln\n".encode("latin-1"), "UTF-8"),
+        ("table.xlsx", "x", "unsupported"),
+        ("broken.json.gz", b"\x1f\x8b\x08\x00trunc", ""),
+    ],
+)
+def test_bad_table_is_a_clear_error(tmp_path, checkpoint, name, content, problem):
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    result = CliRunner().invoke(main, ["annotate", str(path), "--checkpoint", str(checkpoint)])
+    assert result.exit_code != 0
+    assert str(path) in result.output and problem in result.output
+
+
+def test_missing_table_and_missing_data_dir(tmp_path, checkpoint):
+    result = CliRunner().invoke(main, ["annotate", str(tmp_path / "nope.csv"), "--checkpoint", str(checkpoint)])
+    assert result.exit_code != 0 and "not found" in result.output
+    result = CliRunner().invoke(main, ["evaluate", "--checkpoint", str(checkpoint), "--data", str(tmp_path / "nodata")])
+    assert result.exit_code != 0 and "not found" in result.output
