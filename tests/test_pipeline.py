@@ -75,32 +75,49 @@ def test_snakemake_runs_the_same_dag_with_the_same_outputs(project, tmp_path):
     dry = run_tool(project, "snakemake", "-n", "--cores", "1", "--forceall", "all")
     for spec in specs:
         assert re.search(rf"^rule {re.escape(spec.rule_name)}:", dry.stdout, re.M), spec.rule_name
-    # the rules mirror the resolved DVC stages: command, inputs, outputs
+    # the rules mirror the resolved DVC stages: command, inputs, outputs, params
     snake = make_project_copy(tmp_path / "snake", {})
     (snake / "params.yaml").write_text((project / "params.yaml").read_text())
     for a, b in zip(specs, dvc_stages(snake)):
         assert (a.name, a.cmd, a.deps, a.outs, a.params) == (b.name, b.cmd, b.deps, b.outs, b.params)
-    targets = ["baselines"]
-    run_tool(snake, "snakemake", "--cores", "2", *targets)
-    compared = ["data/prepared", "results/prepare/stats.json", "results/baselines/metrics.json"]
+    run_tool(snake, "snakemake", "--cores", "2", "phase2", "baselines")
+    compared = ["data/prepared", "results/prepare/stats.json", "results/baselines/metrics.json",
+                "models/phase1", "results/phase1/primary/metrics.json", "results/phase2/report.json"]
     assert tree_digest(snake, compared) == tree_digest(project, compared)
+    # and Snakemake's own bookkeeping agrees there is nothing left to do
+    again = run_tool(snake, "snakemake", "-n", "--cores", "1", "phase2", "baselines")
+    assert "Nothing to be done" in again.stdout + again.stderr
 
 
-def test_data_param_reruns_prepare_and_dependents(project):
-    params = yaml.safe_load((project / "params.yaml").read_text())
-    params = deep_update(params, {"synthetic": {"seed": params["synthetic"]["seed"] + 1}})
-    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    status = run_tool(project, "dvc", "status").stdout
-    assert "prepare" in status
-    proc = run_tool(project, "dvc", "repro", "baselines")
-    assert {"prepare", "baselines"} <= ran_stages(proc.stdout)
-    run_tool(project, "git", "add", "-A")
-    run_tool(project, "git", "commit", "-q", "-m", "new seed")
+def test_exp_run_on_lambda_reruns_phase2_not_phase1(project):
+    lock_before = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
+    proc = run_tool(project, "dvc", "exp", "run", "--set-param", "lambda.early=0.2")
+    assert ran_stages(proc.stdout) == {"phase2"}, proc.stdout
+    lock_after = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
+    for name in lock_before:
+        if name.startswith("phase1") or name in ("prepare", "baselines"):
+            assert lock_after[name] == lock_before[name], name
+    assert lock_after["phase2"]["params"]["params.yaml"]["lambda"]["early"] == 0.2
+    report = json.loads((project / "results/phase2/report.json").read_text())
+    assert "0.2" in json.dumps(report)
+    shown = run_tool(project, "dvc", "exp", "show", "--no-pager", "--json").stdout
+    assert "lambda.early" in shown or '"early": 0.2' in shown
 
 
 def test_exp_run_on_a_baseline_param_reruns_only_baselines(project):
-    proc = run_tool(project, "dvc", "exp", "run", "-S", "baselines.C=2.0", "baselines")
-    ran = ran_stages(proc.stdout)
-    assert ran == {"baselines"}, proc.stdout
-    shown = run_tool(project, "dvc", "exp", "show", "--no-pager", "--json").stdout
-    assert "baselines.C" in shown or '"C": 2.0' in shown
+    proc = run_tool(project, "dvc", "exp", "run", "-S", "baselines.C=2.0")
+    assert ran_stages(proc.stdout) == {"baselines"}, proc.stdout
+    diff = run_tool(project, "dvc", "metrics", "diff", "--json", "HEAD").stdout
+    assert "results/baselines/metrics.json" in diff
+
+
+def test_data_param_marks_prepare_and_every_dependent_changed(project):
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params = deep_update(params, {"synthetic": {"seed": params["synthetic"]["seed"] + 1}})
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    status = run_tool(project, "dvc", "status", "--json").stdout
+    assert set(json.loads(status)) == {"prepare"}  # only prepare reads synthetic.*
+    proc = run_tool(project, "dvc", "repro", "--single-item", "prepare")
+    assert ran_stages(proc.stdout) == {"prepare"}
+    changed = set(json.loads(run_tool(project, "dvc", "status", "--json").stdout))
+    assert {"baselines", "phase1@primary", "phase1@places", "phase1@media"} <= changed  # new data → rerun
