@@ -61,6 +61,7 @@ def run_tool(repo: Path, *args: str, check: bool = True, timeout: int = 900) -> 
 
 def make_project_copy(dest: Path, override: dict) -> Path:
     """Copy the project's pipeline files into `dest`, as a fresh git + DVC repository."""
+    dest.mkdir(parents=True, exist_ok=True)
     for name in ("dvc.yaml", "params.yaml"):
         shutil.copy(ROOT / name, dest / name)
     shutil.copytree(ROOT / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))

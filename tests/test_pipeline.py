@@ -26,11 +26,12 @@ def ran_stages(output: str) -> set[str]:
 
 
 def tree_digest(root: Path, paths: list[str]) -> dict[str, str]:
-    """sha256 of every file under each of `paths`."""
+    """sha256 of every file under each of `paths` (not Snakemake's empty directory markers)."""
     out = {}
     for rel in paths:
         path = root / rel
-        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.name != ".snakemake_timestamp") \
+            if path.is_dir() else [path]
         for f in files:
             out[str(f.relative_to(root))] = hashlib.sha256(f.read_bytes()).hexdigest()
     return out

@@ -98,6 +98,21 @@ def _topological(specs: list[StageSpec]) -> list[StageSpec]:
     return ordered
 
 
+def rule_inputs(spec: StageSpec, specs: list[StageSpec]) -> list[str]:
+    """The stage's deps as Snakemake must see them.
+
+    DVC lets a stage depend on a directory that holds other stages' outputs (phase2 depends on
+    `models/phase1`, which `phase1@*` fill one subdirectory each); Snakemake matches inputs to
+    outputs path by path, so such a dep becomes the list of those outputs.
+    """
+    outputs = [out for other in specs for out in other.outs]
+    inputs: list[str] = []
+    for dep in spec.deps:
+        inside = [out for out in outputs if out.startswith(dep.rstrip("/") + "/")]
+        inputs.extend(inside if dep not in outputs and inside else [dep])
+    return inputs
+
+
 def is_directory_output(path: str) -> bool:
     """Outputs without a file suffix are directories (`data/prepared`, `models/phase1/x`)."""
     return Path(path).suffix == ""
