@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import shutil
 import subprocess
@@ -68,7 +70,7 @@ def make_project_copy(dest: Path, override: dict) -> Path:
     shutil.copytree(ROOT / "workflow", dest / "workflow", ignore=shutil.ignore_patterns(".snakemake"))
     params = yaml.safe_load((dest / "params.yaml").read_text())
     (dest / "params.yaml").write_text(yaml.safe_dump(deep_update(params, override), sort_keys=False))
-    (dest / ".gitignore").write_text(".snakemake/\n__pycache__/\n/models/\n/dvclive/\n")
+    shutil.copy(ROOT / ".gitignore", dest / ".gitignore")
     run_tool(dest, "git", "init", "-q", "-b", "main")
     run_tool(dest, "dvc", "init", "-q")
     run_tool(dest, "dvc", "config", "core.autostage", "true")
@@ -80,3 +82,36 @@ def make_project_copy(dest: Path, override: dict) -> Path:
 @pytest.fixture
 def tiny_override() -> dict:
     return TINY_PARAMS_OVERRIDE
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny tensors: one intra-op thread is faster, and far faster when the cores are shared."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+# A minimal SOTAB V2 directory (one Hotel table in every split), for readers and evaluate.
+
+
+def sotab_dir(root, table_bytes: bytes, label: str = "telephone"):
+    """A one-table SOTAB V2 layout whose table file holds `table_bytes`."""
+    for folder in ("Train", "Validation", "Test"):
+        (root / folder).mkdir(parents=True)
+    name = "Hotel_example.com_September2020_CPA.json.gz"
+    for folder in ("Train", "Validation", "Test"):
+        (root / folder / name).write_bytes(table_bytes)
+    for split in ("training", "validation", "test", "random_test", "corner_cases_test",
+                  "missing_values_test", "format_heterogeneity_test"):
+        (root / f"sotab_v2_cpa_{split}_set.csv").write_text(f"table_name,main_column_index,column_index,label\n{name},0,1,{label}\n")
+        (root / f"sotab_v2_cta_{split}_set.csv").write_text(f"table_name,column_index,label\n{name},0,Hotel/name\n")
+    return root
+
+
+def good_table() -> bytes:
+    rows = [{"0": "Hotel Adlon", "1": "+49 30 2261 0"}, {"0": "The Ritz", "1": "+44 20 7493 8181"}]
+    return gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode())

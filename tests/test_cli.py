@@ -19,7 +19,7 @@ from aegir.config import PrepareConfig, parse_params
 from aegir.model.aegir import AegirModel, preset
 from aegir.model.checkpoint import save_checkpoint
 from aegir.stages.prepare import run as prepare_run
-from conftest import BIN, TINY_PARAMS_OVERRIDE
+from conftest import BIN, TINY_PARAMS_OVERRIDE, good_table, sotab_dir
 
 CSV = "hotel,phone,zip\nHotel Adlon,+49 30 22610,01234\nThe Ritz,+44 20 7493 8181,W1J 9BR\n"
 
@@ -86,6 +86,14 @@ def test_evaluate_prepared_data_writes_json(tmp_path, checkpoint, prepared):
     assert set(scores) == {"train", "valid", "test", "corner_cases", "missing_values", "format_heterogeneity"}
     assert scores["test"]["cta"]["support"] > 0
     assert "corner_cases" in result.output
+
+
+def test_evaluate_sotab_directory(tmp_path, checkpoint):
+    root = sotab_dir(tmp_path / "sotab", good_table())
+    result = invoke("evaluate", "--checkpoint", checkpoint, "--data", root, "--split", "test",
+                    "--split", "corner_cases")
+    assert result.exit_code == 0, result.output
+    assert "corner_cases" in result.output and "test" in result.output
 
 
 @pytest.mark.parametrize("case", ["missing", "not_safetensors", "no_config", "truncated"])

@@ -14,13 +14,7 @@ from aegir.model.checkpoint import CheckpointError, load_checkpoint, save_checkp
 from aegir.model.rwkv import LayerState
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one intra-op thread is faster, and far faster when the cores are shared."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def make_batch(tables: list[list[list[str]]], cta: list[list[int]] | None = None,

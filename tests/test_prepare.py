@@ -10,26 +10,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import ROOT, tool_env
-
-
-def sotab_dir(root, table_bytes: bytes, label: str = "telephone"):
-    """A one-table SOTAB V2 layout whose table file holds `table_bytes`."""
-    for folder in ("Train", "Validation", "Test"):
-        (root / folder).mkdir(parents=True)
-    name = "Hotel_example.com_September2020_CPA.json.gz"
-    for folder in ("Train", "Validation", "Test"):
-        (root / folder / name).write_bytes(table_bytes)
-    for split in ("training", "validation", "test", "random_test", "corner_cases_test",
-                  "missing_values_test", "format_heterogeneity_test"):
-        (root / f"sotab_v2_cpa_{split}_set.csv").write_text(f"table_name,main_column_index,column_index,label\n{name},0,1,{label}\n")
-        (root / f"sotab_v2_cta_{split}_set.csv").write_text(f"table_name,column_index,label\n{name},0,Hotel/name\n")
-    return root
-
-
-def good_table() -> bytes:
-    rows = [{"0": "Hotel Adlon", "1": "+49 30 2261 0"}, {"0": "The Ritz", "1": "+44 20 7493 8181"}]
-    return gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode())
+from conftest import ROOT, good_table, sotab_dir, tool_env
 
 
 def run_prepare(tmp_path, data_root):

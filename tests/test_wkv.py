@@ -9,13 +9,7 @@ import torch.nn.functional as F
 from aegir.model.ops import wkv_chunked, wkv_naive
 from aegir.model.rwkv import RWKVStack
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one intra-op thread is faster, and far faster when the cores are shared."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 NAMES = ("r", "w", "k", "v", "a", "b", "initial_state")
