@@ -57,15 +57,18 @@ def annotate_table(path: Path, checkpoint: Path, top_k: int = 1) -> dict:
 
 
 def format_annotations(result: dict) -> str:
-    lines = [f"{result['table']}: {len(result['columns'])} columns, {result['rows']} rows "
-             f"(column 0 is the subject)"]
-    header = f"{'col':>3}  {'name':<18} {'CTA (type)':<34} {'CPA (relation to col 0)':<34} sample"
-    lines += [header, "-" * len(header)]
+    """A plain-text table: one row per column, widths fitted to the content."""
+    rows = [("col", "name", "CTA (type)", "CPA (relation to col 0)", "sample")]
     for col in result["columns"]:
         cta = ", ".join(f"{a['label']} {a['confidence']:.2f}" for a in col["cta"])
         cpa = "(subject)" if col["cpa"] is None else ", ".join(f"{a['label']} {a['confidence']:.2f}" for a in col["cpa"])
-        sample = " | ".join(col["sample"])[:40]
-        lines.append(f"{col['index']:>3}  {(col['name'] or '')[:18]:<18} {cta:<34} {cpa:<34} {sample}")
+        rows.append((str(col["index"]), (col["name"] or "")[:24], cta, cpa, " | ".join(col["sample"])[:48]))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = [f"{result['table']}: {len(result['columns'])} columns, {result['rows']} rows (column 0 is the subject)"]
+    for n, row in enumerate(rows):
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4])
+        if n == 0:
+            lines.append("-" * (sum(widths) + 8 + len(row[4])))
     return "\n".join(lines)
 
 
