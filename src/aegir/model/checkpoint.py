@@ -4,18 +4,13 @@ config.json = {"model": asdict(AegirConfig), **extra} where `extra` is whatever 
 passes (resolved params, label vocabularies, data fingerprint). Loading uses safetensors only:
 nothing is ever unpickled.
 
-Saving is atomic per directory: both files are written into a fresh temporary directory beside
-the target, which then replaces the target by rename. An existing target is first renamed aside
-and removed after the swap, so a reader sees the old checkpoint, the new one, or (if the process
-dies between the two renames) none — never a half-written one.
+Saving is atomic per directory (`aegir.atomic.staged_dir`): both files are written into a
+fresh temporary directory beside the target, which then replaces the target by rename.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -23,6 +18,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from aegir import atomic
 from aegir.errors import AegirError
 from aegir.model.aegir import AegirConfig, AegirModel
 
@@ -52,21 +48,9 @@ def save_checkpoint(directory: str | Path, model: AegirModel, config_dict: dict 
     text = json.dumps(payload, indent=2, sort_keys=True)  # fails here, before any write, if not JSON
     tensors = {name: t.detach().to("cpu").contiguous() for name, t in model.state_dict().items()}
 
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
-    try:
-        save_file(tensors, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
-        (tmp / CONFIG_FILE).write_text(text + "\n", encoding="utf-8")
-        old = None
-        if directory.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{directory.name}.old-", dir=directory.parent))
-            os.replace(directory, old / directory.name)
-        os.replace(tmp, directory)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    with atomic.staged_dir(directory) as staging:
+        save_file(tensors, str(staging / WEIGHTS_FILE), metadata={"format": "pt"})
+        (staging / CONFIG_FILE).write_text(text + "\n", encoding="utf-8")
     return directory
 
 

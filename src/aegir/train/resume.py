@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,8 @@ from typing import Any
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+
+from aegir import atomic
 
 STATE_TENSORS = "state.safetensors"
 STATE_JSON = "state.json"
@@ -40,9 +39,7 @@ class TrainingProgress:
 
 def save_state(directory: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                progress: TrainingProgress, run_fingerprint: str) -> None:
-    """Write the state atomically (a temp directory renamed over the old one)."""
-    directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
+    """Write the state atomically (`aegir.atomic.staged_dir`)."""
     opt = optimizer.state_dict()
     tensors = {f"model.{k}": v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
     for index, state in opt["state"].items():
@@ -53,19 +50,9 @@ def save_state(directory: str | Path, model: torch.nn.Module, optimizer: torch.o
         "step": progress.step, "epoch": progress.epoch, "batch_in_epoch": progress.batch_in_epoch,
         "param_groups": opt["param_groups"],
     }
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    try:
-        save_file(tensors, str(tmp / STATE_TENSORS))
-        (tmp / STATE_JSON).write_text(json.dumps(meta, sort_keys=True, indent=1))
-        old = directory.with_name(f".{directory.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        if directory.exists():
-            os.replace(directory, old)
-        os.replace(tmp, directory)
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with atomic.staged_dir(directory) as staging:
+        save_file(tensors, str(staging / STATE_TENSORS))
+        (staging / STATE_JSON).write_text(json.dumps(meta, sort_keys=True, indent=1))
 
 
 def load_state(directory: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
