@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import yaml
 
-from aegir.errors import ConfigError
+from aegir.errors import ConfigError, check_config
 
 DOMAINS = (
     "Book", "CreativeWork", "Event", "Hotel", "JobPosting", "LocalBusiness", "Movie", "Museum",
@@ -25,11 +25,6 @@ DOMAINS = (
 )  # SOTAB V2's 17 table domains (schema.org classes of the subject column)
 SPLITS = ("train", "valid", "test", "corner_cases", "missing_values", "format_heterogeneity")
 EVAL_SPLITS = SPLITS[1:]
-
-
-def _check(condition: bool, key: str, problem: str) -> None:
-    if not condition:
-        raise ConfigError(f"{key}: {problem}")
 
 
 # ----------------------------------------------------------------------------- prepare
@@ -57,15 +52,15 @@ class SyntheticConfig:
     def __post_init__(self) -> None:
         for split in SPLITS:
             n = getattr(self, f"{split}_tables")
-            _check(1 <= n <= 10_000_000, f"synthetic.{split}_tables", f"must be ≥ 1, got {n}")
-        _check(1 <= self.min_rows <= self.max_rows <= 100_000, "synthetic.max_rows",
+            check_config(1 <= n <= 10_000_000, f"synthetic.{split}_tables", f"must be ≥ 1, got {n}")
+        check_config(1 <= self.min_rows <= self.max_rows <= 100_000, "synthetic.max_rows",
                f"need 1 ≤ min_rows ≤ max_rows, got {self.min_rows}..{self.max_rows}")
-        _check(2 <= self.min_columns <= self.max_columns <= 200, "synthetic.max_columns",
+        check_config(2 <= self.min_columns <= self.max_columns <= 200, "synthetic.max_columns",
                f"need 2 ≤ min_columns ≤ max_columns ≤ 200, got {self.min_columns}..{self.max_columns}")
         for key in ("missing_rate", "heterogeneity_rate"):
             value = getattr(self, key)
-            _check(0.0 <= value <= 1.0, f"synthetic.{key}", f"must be in [0, 1], got {value}")
-        _check(len(self.locales) > 0, "synthetic.locales", "must name at least one locale")
+            check_config(0.0 <= value <= 1.0, f"synthetic.{key}", f"must be in [0, 1], got {value}")
+        check_config(len(self.locales) > 0, "synthetic.locales", "must name at least one locale")
 
     def tables_in(self, split: str) -> int:
         return getattr(self, f"{split}_tables")
@@ -82,11 +77,11 @@ class PrepareConfig:
     seed: int = 0  # row sampling seed
 
     def __post_init__(self) -> None:
-        _check(64 <= self.byte_budget <= 1 << 20, "prepare.byte_budget",
+        check_config(64 <= self.byte_budget <= 1 << 20, "prepare.byte_budget",
                f"must be in [64, 1048576], got {self.byte_budget}")
-        _check(1 <= self.max_rows <= 100_000, "prepare.max_rows", f"must be ≥ 1, got {self.max_rows}")
+        check_config(1 <= self.max_rows <= 100_000, "prepare.max_rows", f"must be ≥ 1, got {self.max_rows}")
         if self.source == "sotab":
-            _check(bool(self.sotab_dir), "prepare.sotab_dir", "source is 'sotab' but no directory is set")
+            check_config(bool(self.sotab_dir), "prepare.sotab_dir", "source is 'sotab' but no directory is set")
 
 
 # ----------------------------------------------------------------------------- baselines
@@ -105,12 +100,12 @@ class BaselinesConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        _check(1 <= self.ngram_min <= self.ngram_max <= 10, "baselines.ngram_max",
+        check_config(1 <= self.ngram_min <= self.ngram_max <= 10, "baselines.ngram_max",
                f"need 1 ≤ ngram_min ≤ ngram_max ≤ 10, got {self.ngram_min}..{self.ngram_max}")
-        _check(self.max_features >= 1, "baselines.max_features", "must be ≥ 1")
-        _check(self.C > 0, "baselines.C", f"must be > 0, got {self.C}")
-        _check(self.max_cells >= 1, "baselines.max_cells", "must be ≥ 1")
-        _check(1 <= self.max_iter <= 100_000, "baselines.max_iter", f"must be in [1, 100000], got {self.max_iter}")
+        check_config(self.max_features >= 1, "baselines.max_features", "must be ≥ 1")
+        check_config(self.C > 0, "baselines.C", f"must be > 0, got {self.C}")
+        check_config(self.max_cells >= 1, "baselines.max_cells", "must be ≥ 1")
+        check_config(1 <= self.max_iter <= 100_000, "baselines.max_iter", f"must be in [1, 100000], got {self.max_iter}")
 
 
 # ----------------------------------------------------------------------------- phase 1
@@ -127,8 +122,8 @@ class AgentConfig:
 
     def __post_init__(self) -> None:
         unknown = [d for d in self.domains if d not in DOMAINS]
-        _check(not unknown, "agents.domains", f"unknown domain(s) {unknown}; known: {', '.join(DOMAINS)}")
-        _check(self.epochs is None or 1 <= self.epochs <= 10_000, "agents.epochs",
+        check_config(not unknown, "agents.domains", f"unknown domain(s) {unknown}; known: {', '.join(DOMAINS)}")
+        check_config(self.epochs is None or 1 <= self.epochs <= 10_000, "agents.epochs",
                f"must be in [1, 10000], got {self.epochs}")
 
 
@@ -150,17 +145,17 @@ class Phase1Config:
     max_steps: int = 0  # stop after this many steps (0: no limit); for smoke runs
 
     def __post_init__(self) -> None:
-        _check(1 <= self.epochs <= 10_000, "phase1.epochs", f"must be in [1, 10000], got {self.epochs}")
-        _check(1 <= self.batch_size <= 65_536, "phase1.batch_size", f"must be in [1, 65536], got {self.batch_size}")
-        _check(0 < self.lr <= 1.0, "phase1.lr", f"must be in (0, 1], got {self.lr}")
-        _check(0 <= self.min_lr_ratio <= 1, "phase1.min_lr_ratio", f"must be in [0, 1], got {self.min_lr_ratio}")
-        _check(self.warmup_steps >= 0, "phase1.warmup_steps", "must be ≥ 0")
-        _check(0 <= self.weight_decay < 1, "phase1.weight_decay", f"must be in [0, 1), got {self.weight_decay}")
-        _check(self.grad_clip > 0, "phase1.grad_clip", f"must be > 0, got {self.grad_clip}")
+        check_config(1 <= self.epochs <= 10_000, "phase1.epochs", f"must be in [1, 10000], got {self.epochs}")
+        check_config(1 <= self.batch_size <= 65_536, "phase1.batch_size", f"must be in [1, 65536], got {self.batch_size}")
+        check_config(0 < self.lr <= 1.0, "phase1.lr", f"must be in (0, 1], got {self.lr}")
+        check_config(0 <= self.min_lr_ratio <= 1, "phase1.min_lr_ratio", f"must be in [0, 1], got {self.min_lr_ratio}")
+        check_config(self.warmup_steps >= 0, "phase1.warmup_steps", "must be ≥ 0")
+        check_config(0 <= self.weight_decay < 1, "phase1.weight_decay", f"must be in [0, 1), got {self.weight_decay}")
+        check_config(self.grad_clip > 0, "phase1.grad_clip", f"must be > 0, got {self.grad_clip}")
         for key in ("eval_every", "checkpoint_every", "max_steps"):
-            _check(getattr(self, key) >= 0, f"phase1.{key}", "must be ≥ 0")
-        _check(self.log_every >= 1, "phase1.log_every", "must be ≥ 1")
-        _check(self.eval_batch_size >= 1, "phase1.eval_batch_size", "must be ≥ 1")
+            check_config(getattr(self, key) >= 0, f"phase1.{key}", "must be ≥ 0")
+        check_config(self.log_every >= 1, "phase1.log_every", "must be ≥ 1")
+        check_config(self.eval_batch_size >= 1, "phase1.eval_batch_size", "must be ≥ 1")
 
 
 # ----------------------------------------------------------------------------- loading
@@ -177,42 +172,41 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if tp is Any:
         return value
     if origin in (typing.Union, types.UnionType):
-        errors = []
         for option in args:
             try:
                 return _coerce(value, option, key)
-            except ConfigError as exc:
-                errors.append(str(exc))
+            except ConfigError:
+                continue
         raise ConfigError(f"{key}: expected {' or '.join(_type_name(a) for a in args)}, got {value!r}")
     if tp is type(None):
-        _check(value is None, key, f"expected null, got {value!r}")
+        check_config(value is None, key, f"expected null, got {value!r}")
         return None
     if origin is Literal:
-        _check(value in args, key, f"expected one of {list(args)}, got {value!r}")
+        check_config(value in args, key, f"expected one of {list(args)}, got {value!r}")
         return value
     if dataclasses.is_dataclass(tp):
-        _check(isinstance(value, dict), key, f"expected a mapping, got {value!r}")
+        check_config(isinstance(value, dict), key, f"expected a mapping, got {value!r}")
         return build(tp, value, key)
     if origin in (tuple, list):
-        _check(isinstance(value, (list, tuple)), key, f"expected a list, got {value!r}")
+        check_config(isinstance(value, (list, tuple)), key, f"expected a list, got {value!r}")
         item_tp = args[0] if args else Any
         return tuple(_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value))
     if origin is dict:
-        _check(isinstance(value, dict), key, f"expected a mapping, got {value!r}")
+        check_config(isinstance(value, dict), key, f"expected a mapping, got {value!r}")
         key_tp, val_tp = args
         return {_coerce(k, key_tp, key): _coerce(v, val_tp, f"{key}.{k}") for k, v in value.items()}
     if tp is bool:
-        _check(isinstance(value, bool), key, f"expected true/false, got {value!r}")
+        check_config(isinstance(value, bool), key, f"expected true/false, got {value!r}")
         return value
     if tp is int:
-        _check(isinstance(value, int) and not isinstance(value, bool), key, f"expected an integer, got {value!r}")
+        check_config(isinstance(value, int) and not isinstance(value, bool), key, f"expected an integer, got {value!r}")
         return value
     if tp is float:
-        _check(isinstance(value, (int, float)) and not isinstance(value, bool), key,
+        check_config(isinstance(value, (int, float)) and not isinstance(value, bool), key,
                f"expected a number, got {value!r}")
         return float(value)
     if tp is str:
-        _check(isinstance(value, str), key, f"expected a string, got {value!r}")
+        check_config(isinstance(value, str), key, f"expected a string, got {value!r}")
         return value
     raise ConfigError(f"{key}: unsupported annotation {tp!r}")  # a bug in this module
 
@@ -279,9 +273,9 @@ def parse_params(raw: dict[str, Any], source: str = "params.yaml") -> Params:
 
 def _check_cross_references(params: Params) -> None:
     if params.agents:
-        _check("primary" in params.agents, "agents", "must define the 'primary' agent")
+        check_config("primary" in params.agents, "agents", "must define the 'primary' agent")
         for name, agent in params.agents.items():
-            _check(agent.preset in params.presets, f"agents.{name}.preset",
+            check_config(agent.preset in params.presets, f"agents.{name}.preset",
                    f"unknown preset {agent.preset!r}; known: {', '.join(params.presets) or 'none'}")
 
 

@@ -25,3 +25,9 @@ class DataError(AegirError):
 
 class ConfigError(AegirError):
     """An unknown, mistyped or out-of-range key in params.yaml."""
+
+
+def check_config(condition: bool, key: str, problem: str) -> None:
+    """Raise `ConfigError("<key>: <problem>")` unless `condition` holds (params validation)."""
+    if not condition:
+        raise ConfigError(f"{key}: {problem}")

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from aegir.data.batch import IGNORE_INDEX, Batch
 from aegir.data.serialize import BYTE_VOCAB_SIZE, COLUMN_SEP
-from aegir.errors import ConfigError
+from aegir.errors import ConfigError, check_config
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.chunking import (
     ChunkStats, RoutingModule, RoutingOutput, chunk, chunk_stats, dechunk, ratio_loss,
@@ -47,8 +47,7 @@ class AegirConfig:
 
     def __post_init__(self) -> None:
         def check(ok: bool, key: str, problem: str) -> None:
-            if not ok:
-                raise ConfigError(f"model.{key}: {problem}")
+            check_config(ok, f"model.{key}", problem)
 
         check(self.vocab_size == BYTE_VOCAB_SIZE, "vocab_size",
               f"must be {BYTE_VOCAB_SIZE} (256 bytes + specials), got {self.vocab_size}")

@@ -27,14 +27,9 @@ from typing import Literal
 
 import torch
 
-from aegir.errors import ConfigError
+from aegir.errors import check_config
 
 PerfMode = Literal["cta", "cpa", "both"]
-
-
-def _check(condition: bool, key: str, problem: str) -> None:
-    if not condition:
-        raise ConfigError(f"{key}: {problem}")
 
 
 # ----------------------------------------------------------------------------- params
@@ -50,13 +45,13 @@ class RewardConfig:
     degenerate_penalty: float = 0.5  # r_finish penalty for fully degenerate routing, in [0, 1]
 
     def __post_init__(self) -> None:
-        _check(self.perf_mode in ("cta", "cpa", "both"), "rewards.perf_mode",
+        check_config(self.perf_mode in ("cta", "cpa", "both"), "rewards.perf_mode",
                f"expected one of ['cta', 'cpa', 'both'], got {self.perf_mode!r}")
-        _check(0.0 < self.target_share < 1.0, "rewards.target_share",
+        check_config(0.0 < self.target_share < 1.0, "rewards.target_share",
                f"must be in (0, 1), got {self.target_share}")
-        _check(0.0 <= self.balance_weight <= 100.0, "rewards.balance_weight",
+        check_config(0.0 <= self.balance_weight <= 100.0, "rewards.balance_weight",
                f"must be in [0, 100], got {self.balance_weight}")
-        _check(0.0 <= self.degenerate_penalty <= 1.0, "rewards.degenerate_penalty",
+        check_config(0.0 <= self.degenerate_penalty <= 1.0, "rewards.degenerate_penalty",
                f"must be in [0, 1], got {self.degenerate_penalty}")
 
 
@@ -81,15 +76,15 @@ class LambdaConfig:
     def __post_init__(self) -> None:
         for key in ("early", "mid", "late", "finish_early", "finish_mid", "finish_late"):
             value = getattr(self, key)
-            _check(math.isfinite(value) and 0.0 <= value <= 100.0, f"lambda.{key}",
+            check_config(math.isfinite(value) and 0.0 <= value <= 100.0, f"lambda.{key}",
                    f"must be in [0, 100], got {value}")
-        _check(0.0 < self.mid_start < self.late_start, "lambda.mid_start",
+        check_config(0.0 < self.mid_start < self.late_start, "lambda.mid_start",
                f"need 0 < mid_start < late_start < 1, got mid_start={self.mid_start}, "
                f"late_start={self.late_start}")
-        _check(self.late_start < 1.0, "lambda.late_start",
+        check_config(self.late_start < 1.0, "lambda.late_start",
                f"need 0 < mid_start < late_start < 1, got late_start={self.late_start}")
-        _check(0.0 <= self.transition, "lambda.transition", f"must be ≥ 0, got {self.transition}")
-        _check(self.mid_start + self.transition <= self.late_start
+        check_config(0.0 <= self.transition, "lambda.transition", f"must be ≥ 0, got {self.transition}")
+        check_config(self.mid_start + self.transition <= self.late_start
                and self.late_start + self.transition <= 1.0, "lambda.transition",
                f"a blend of width {self.transition} must end before the next boundary "
                f"(mid_start={self.mid_start}, late_start={self.late_start}, end=1)")

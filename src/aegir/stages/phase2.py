@@ -76,7 +76,7 @@ from aegir.config import Params, load_params
 from aegir.data.batch import Batch
 from aegir.data.dataset import Example, collate, load_examples
 from aegir.data.prepared import split_path
-from aegir.errors import AegirError, ConfigError, DataError
+from aegir.errors import AegirError, DataError, check_config
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.aegir import AegirModel
 from aegir.model.checkpoint import load_checkpoint
@@ -105,11 +105,6 @@ from aegir.swarm.router import SpecialistRouter
 MAX_EXACT_SPECIALISTS = 10  # r_perf's expectation enumerates 2^S routings per table
 
 
-def _check(condition: bool, key: str, problem: str) -> None:
-    if not condition:
-        raise ConfigError(f"{key}: {problem}")
-
-
 @dataclass(frozen=True)
 class Phase2Config:
     """Params section `phase2`: how the reward checks sample and measure."""
@@ -127,25 +122,25 @@ class Phase2Config:
     max_lambda: float = 10.0  # cap of a suggested λ
 
     def __post_init__(self) -> None:
-        _check(0 <= self.seed < 2**32, "phase2.seed", f"must be in [0, 2^32), got {self.seed}")
-        _check(1 <= self.batches <= 10_000, "phase2.batches", f"must be in [1, 10000], got {self.batches}")
-        _check(2 <= self.batch_size <= 4096, "phase2.batch_size", f"must be in [2, 4096], got {self.batch_size}")
-        _check(2 <= self.rollouts <= 1024, "phase2.rollouts", f"must be in [2, 1024], got {self.rollouts}")
+        check_config(0 <= self.seed < 2**32, "phase2.seed", f"must be in [0, 2^32), got {self.seed}")
+        check_config(1 <= self.batches <= 10_000, "phase2.batches", f"must be in [1, 10000], got {self.batches}")
+        check_config(2 <= self.batch_size <= 4096, "phase2.batch_size", f"must be in [2, 4096], got {self.batch_size}")
+        check_config(2 <= self.rollouts <= 1024, "phase2.rollouts", f"must be in [2, 1024], got {self.rollouts}")
         levels = self.corruption_levels
-        _check(len(levels) >= 2 and levels[0] == 0.0 and all(0.0 <= x <= 1.0 for x in levels)
+        check_config(len(levels) >= 2 and levels[0] == 0.0 and all(0.0 <= x <= 1.0 for x in levels)
                and all(a < b for a, b in zip(levels, levels[1:])), "phase2.corruption_levels",
                f"need ≥ 2 strictly increasing shares in [0, 1] starting at 0, got {list(levels)}")
-        _check(0.5 < self.confidence < 1.0, "phase2.confidence", f"must be in (0.5, 1), got {self.confidence}")
-        _check(1 <= self.ascent_steps <= 10_000, "phase2.ascent_steps",
+        check_config(0.5 < self.confidence < 1.0, "phase2.confidence", f"must be in (0.5, 1), got {self.confidence}")
+        check_config(1 <= self.ascent_steps <= 10_000, "phase2.ascent_steps",
                f"must be in [1, 10000], got {self.ascent_steps}")
-        _check(0.0 < self.ascent_lr <= 10.0, "phase2.ascent_lr", f"must be in (0, 10], got {self.ascent_lr}")
-        _check(0.0 < self.ascent_init_bias <= 20.0, "phase2.ascent_init_bias",
+        check_config(0.0 < self.ascent_lr <= 10.0, "phase2.ascent_lr", f"must be in (0, 10], got {self.ascent_lr}")
+        check_config(0.0 < self.ascent_init_bias <= 20.0, "phase2.ascent_init_bias",
                f"must be in (0, 20], got {self.ascent_init_bias}")
         points = self.schedule_points
-        _check(len(points) >= 1 and all(0.0 <= x <= 1.0 for x in points)
+        check_config(len(points) >= 1 and all(0.0 <= x <= 1.0 for x in points)
                and len({round(x * 100) for x in points}) == len(points), "phase2.schedule_points",
                f"need ≥ 1 progress value in [0, 1], distinct to the percent, got {list(points)}")
-        _check(0.0 < self.max_lambda <= 1000.0, "phase2.max_lambda", f"must be in (0, 1000], got {self.max_lambda}")
+        check_config(0.0 < self.max_lambda <= 1000.0, "phase2.max_lambda", f"must be in (0, 1000], got {self.max_lambda}")
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -154,10 +149,10 @@ class Phase2Config:
 def load_agents(params: Params, models_dir: Path) -> tuple[AegirModel, dict[str, AegirModel]]:
     """The Phase 1 primary and specialists (`models_dir/<agent>/`), in eval mode on the CPU."""
     agents = list(params.agents)
-    _check("primary" in agents, "agents", "phase2 needs the 'primary' agent")
+    check_config("primary" in agents, "agents", "phase2 needs the 'primary' agent")
     names = [name for name in agents if name != "primary"]
-    _check(len(names) >= 1, "agents", "phase2 needs at least one specialist besides 'primary'")
-    _check(len(names) <= MAX_EXACT_SPECIALISTS, "agents",
+    check_config(len(names) >= 1, "agents", "phase2 needs at least one specialist besides 'primary'")
+    check_config(len(names) <= MAX_EXACT_SPECIALISTS, "agents",
            f"phase2 enumerates the 2^S routings of a table; S = {len(names)} > {MAX_EXACT_SPECIALISTS}")
     models = {}
     for name in ["primary", *names]:
@@ -472,7 +467,7 @@ def gradient_checks(batches: list[BatchAnnotations], rc: RewardConfig, cfg: Phas
 def run(params: Params, primary: AegirModel, specialists: dict[str, AegirModel], examples: list[Example]) -> dict:
     """Every Phase 2 check on seeded valid batches → the report (plain JSON values)."""
     cfg, a = params.phase2, params.rewards.target_share
-    _check(1.0 - cfg.confidence < a < cfg.confidence, "phase2.confidence",
+    check_config(1.0 - cfg.confidence < a < cfg.confidence, "phase2.confidence",
            f"the always-on/off gates {cfg.confidence:g}/{1 - cfg.confidence:g} must lie on either side of "
            f"rewards.target_share = {a:g}, or always-off/on would sit at the target")
     batches = [annotate(primary, list(specialists.values()), b) for b in select_batches(examples, params.phase2)]
