@@ -43,7 +43,7 @@ from aegir.config import EVAL_SPLITS, SPLITS, AgentConfig, Params, Phase1Config,
 from aegir.data.dataset import Example, collate, length_grouped_batches, load_examples
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.errors import AegirError, ConfigError
-from aegir.eval.predict import predict, score
+from aegir.eval.predict import TablePrediction, predict, score
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.aegir import AegirConfig, AegirModel
 from aegir.model.checkpoint import save_checkpoint
@@ -86,15 +86,20 @@ def process_shard(indices: list[int], accelerator: Accelerator) -> list[int]:
     return indices[rank::world]
 
 
-def evaluate(model: torch.nn.Module, examples: list[Example], batch_size: int,
-             accelerator: Accelerator) -> dict[str, dict]:
-    """CTA/CPA F1 of `model` on `examples`, predictions gathered from every process."""
+def gathered_predictions(model: torch.nn.Module, examples: list[Example], batch_size: int,
+                         accelerator: Accelerator) -> list[TablePrediction]:
+    """Predictions for every example, each process predicting a shard, gathered to all."""
     shard = list(range(accelerator.process_index, len(examples), accelerator.num_processes))
     local = predict(accelerator.unwrap_model(model), [examples[i] for i in shard], batch_size,
                     device=accelerator.device)
-    gathered = gather_object(list(zip(shard, local)))
-    by_index = dict(gathered)
-    return score(examples, [by_index[i] for i in range(len(examples))])
+    by_index = dict(gather_object(list(zip(shard, local))))
+    return [by_index[i] for i in range(len(examples))]
+
+
+def evaluate(model: torch.nn.Module, examples: list[Example], batch_size: int,
+             accelerator: Accelerator) -> dict[str, dict]:
+    """CTA/CPA F1 of `model` on `examples`, predictions gathered from every process."""
+    return score(examples, gathered_predictions(model, examples, batch_size, accelerator))
 
 
 def trim_curves(live_dir: Path, last_step: int) -> None:
@@ -230,15 +235,15 @@ def final_metrics(model, agent: AgentConfig, data_dir: Path, cfg: Phase1Config,
         metrics["in_domain"] = {"cta": {}, "cpa": {}}
     for split in EVAL_SPLITS:
         examples = load_examples(data_dir, split)
-        result = evaluate(model, examples, cfg.eval_batch_size, accelerator)
+        predictions = gathered_predictions(model, examples, cfg.eval_batch_size, accelerator)
+        result = score(examples, predictions)
         for task in ("cta", "cpa"):
             metrics[task][split] = result[task]
-        if agent.domains:
-            own = [e for e in examples if e.domain in set(agent.domains)]
-            if own:
-                result = evaluate(model, own, cfg.eval_batch_size, accelerator)
-                for task in ("cta", "cpa"):
-                    metrics["in_domain"][task][split] = result[task]
+        own = [i for i, e in enumerate(examples) if e.domain in agent.domains]
+        if agent.domains and own:  # the same predictions, scored on the agent's own tables
+            result = score([examples[i] for i in own], [predictions[i] for i in own])
+            for task in ("cta", "cpa"):
+                metrics["in_domain"][task][split] = result[task]
     return metrics
 
 
