@@ -83,17 +83,18 @@ def evaluate_checkpoint(checkpoint: Path, data: Path, splits: Sequence[str] = ()
     unknown = [s for s in splits if s not in SPLITS]
     if unknown:
         raise DataError(data, f"unknown split(s) {unknown}; known: {', '.join(SPLITS)}")
-    model, prepare = load_for_inference(checkpoint)
-    results = {}
-    if _is_prepared(data):
-        for split in splits or [s for s in SPLITS if split_path(data, s).is_file()]:
-            results[split] = score(examples := load_examples(data, split), predict(model, examples))
-        return results
     from aegir.data.tables import read_sotab
 
-    for split in splits or SPLITS:
-        tables = read_sotab(data, split)
-        examples = _examples(tables, prepare, data)
+    model, prepare = load_for_inference(checkpoint)
+    prepared = _is_prepared(data)
+    if not splits:
+        splits = [s for s in SPLITS if split_path(data, s).is_file()] if prepared else SPLITS
+    results = {}
+    for split in splits:
+        if prepared:
+            examples = load_examples(data, split)
+        else:  # a SOTAB V2 directory, serialized as the checkpoint's training data was
+            examples = _examples(read_sotab(data, split), prepare, data)
         results[split] = score(examples, predict(model, examples))
     return results
 

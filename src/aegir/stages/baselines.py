@@ -47,14 +47,15 @@ def labelled_columns(tables: list[Table], task: str, max_cells: int) -> tuple[li
 
 
 def fit(docs: list[str], labels: list[str], cfg: BaselinesConfig):
-    # A capped L-BFGS run that has not fully converged is expected here, not a fault.
-    warnings.filterwarnings("ignore", message=".*failed to converge.*")
     model = make_pipeline(
         TfidfVectorizer(analyzer="char_wb", ngram_range=(cfg.ngram_min, cfg.ngram_max),
                         max_features=cfg.max_features, sublinear_tf=True),
         LogisticRegression(C=cfg.C, max_iter=cfg.max_iter, tol=1e-3, random_state=cfg.seed),
     )
-    return model.fit(docs, labels)
+    with warnings.catch_warnings():
+        # A capped L-BFGS run that has not fully converged is expected here, not a fault.
+        warnings.filterwarnings("ignore", message=".*failed to converge.*")
+        return model.fit(docs, labels)
 
 
 def run(cfg: BaselinesConfig, data_dir: Path) -> dict:
