@@ -113,3 +113,17 @@ def test_two_processes_agree_with_one(tiny_setup):
     assert apart > 0 or "2" in proc.stdout  # two processes really ran (their sums differ in float)
     metrics = json.loads((tiny_setup / "two/metrics/metrics.json").read_text())
     assert metrics["steps"] == 8
+
+
+def test_rerun_of_a_finished_run_changes_nothing(tiny_setup):
+    """Re-running a completed run (as `dvc repro` does after a code change) resumes at its end:
+    same checkpoint and metrics, and no curve point logged twice."""
+    if not (tiny_setup / "a/model/model.safetensors").exists():
+        run_phase1(tiny_setup, "a")
+    outputs = sorted(p for p in (tiny_setup / "a").rglob("*") if p.is_file() and "state" not in p.parts)
+    before = {p: digest(p) for p in outputs}
+    run_phase1(tiny_setup, "a")
+    assert {p: digest(p) for p in outputs} == before
+    for tsv in (tiny_setup / "a/metrics/live/plots/metrics").rglob("*.tsv"):
+        steps = [line.split("\t")[0] for line in tsv.read_text().splitlines()[1:]]
+        assert len(steps) == len(set(steps)), tsv

@@ -217,12 +217,14 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
             "data_fingerprint": data_print,
             "num_parameters": sum(p.numel() for p in unwrapped.parameters()),
         })
+        if step > progress.step:  # a run resumed at its end logged its final point already
+            live.step = step
+            for task in ("cta", "cpa"):
+                live.log_metric(f"valid/{task}_micro_f1", metrics[task]["valid"]["micro_f1"])
+                live.log_metric(f"valid/{task}_macro_f1", metrics[task]["valid"]["macro_f1"])
+        # the final state comes after the final curve point, so "state saved" implies "logged"
         save_state(state_dir, unwrapped, optimizer, TrainingProgress(step, epochs, 0), run_print)
         atomic.write_json(metrics_dir / "metrics.json", metrics)
-        live.step = step
-        for task in ("cta", "cpa"):
-            live.log_metric(f"valid/{task}_micro_f1", metrics[task]["valid"]["micro_f1"])
-            live.log_metric(f"valid/{task}_macro_f1", metrics[task]["valid"]["macro_f1"])
         live.end()
     return metrics
 
