@@ -28,6 +28,7 @@ from aegir.model.aegir import PRESETS, AegirModel, preset
 from aegir.model.checkpoint import save_checkpoint
 from aegir.rl import checks
 from aegir.stages import phase2
+from aegir.swarm import ensemble
 from aegir.stages.prepare import tables_to_arrow, write_parquet
 
 PHASE2 = {"batches": 2, "batch_size": 4, "rollouts": 8, "ascent_steps": 12, "ascent_lr": 0.2,
@@ -191,7 +192,7 @@ def test_routed_annotation_equals_a_loop_over_tables():
     g = torch.Generator().manual_seed(0)
     A, B, C, K = 4, 5, 3, 7  # primary + 3 specialists
     probs = torch.rand(A, B, C, K, generator=g).softmax(-1)
-    table = phase2.routed_argmax(probs)  # (2^S, B, C)
+    table = ensemble.routed_argmax(probs)  # (2^S, B, C)
     annotations = phase2.BatchAnnotations(column_mask=torch.ones(B, C, dtype=torch.bool), cta_gold=None,
                                           cpa_gold=None, features=None, routed_cta=table, routed_cpa=table)
     assert annotations.num_specialists == 3
@@ -212,13 +213,13 @@ def test_expected_value_equals_the_sum_over_routings():
     scores = torch.rand(N, S, generator=g)
     total = 0.0
     for n in range(N):
-        for j, routing in enumerate(phase2.all_routings(S).tolist()):
+        for j, routing in enumerate(ensemble.all_routings(S).tolist()):
             prob = 1.0
             for s, on in enumerate(routing):
                 prob *= float(scores[n, s]) if on else 1.0 - float(scores[n, s])
             total += prob * float(table[n, j])
     assert phase2.expected_value(table, scores) == pytest.approx(total / N, abs=1e-9)
-    assert phase2.routing_index(phase2.all_routings(S)).tolist() == list(range(2**S))
+    assert ensemble.routing_index(ensemble.all_routings(S)).tolist() == list(range(2**S))
 
 
 def test_group_baseline_gives_zero_gradient_to_a_reward_that_ignores_routing():

@@ -234,6 +234,7 @@ SECTIONS: dict[str, Any] = {
     "lambda": "aegir.rl.rewards:LambdaConfig",  # λ1/λ2 per phase and the phase boundaries
     "rewards": "aegir.rl.rewards:RewardConfig",
     "phase2": "aegir.stages.phase2:Phase2Config",
+    "phase3": "aegir.stages.phase3:Phase3Config",
 }
 
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from aegir.data.batch import IGNORE_INDEX
+from aegir.data.batch import IGNORE_INDEX, Batch
 from aegir.data.dataset import Example, collate, eval_batches
 from aegir.eval.metrics import task_report
 from aegir.labels import cpa_vocab, cta_vocab
@@ -20,6 +20,8 @@ class TablePrediction:
 
     cta_ids, cta_probs: (C, k) class ids and softmax probabilities, best first.
     cpa_ids, cpa_probs: (C, k); row 0 (the subject column) is meaningless and never scored.
+    activation: (S,) bool, the specialists a routed model activated for this table (None for a
+                model without routing).
     """
 
     table_id: str
@@ -27,18 +29,28 @@ class TablePrediction:
     cta_probs: np.ndarray
     cpa_ids: np.ndarray
     cpa_probs: np.ndarray
+    activation: np.ndarray | None = None
 
 
 @torch.no_grad()
 def predict(model: torch.nn.Module, examples: Sequence[Example], batch_size: int = 32,
-            top_k: int = 1, device: torch.device | str = "cpu") -> list[TablePrediction]:
-    """Predictions for every example, in the order of `examples`."""
+            top_k: int = 1, device: torch.device | str = "cpu",
+            forward: Callable[[Batch], object] | None = None) -> list[TablePrediction]:
+    """Predictions for every example, in the order of `examples`.
+
+    forward: what to call on each batch (default `model` itself); it returns an `AegirOutput`,
+    or an object with `.output` (an `AegirOutput`) and `.activation_mask` ((B, S) bool), as the
+    routed forward of `aegir.swarm.orchestrator.SwarmOrchestrator.annotate` does.
+    """
     was_training = model.training
     model.eval()
+    forward = forward or model
     out: list[TablePrediction | None] = [None] * len(examples)
     for indices in eval_batches(examples, batch_size):
         batch = collate([examples[i] for i in indices]).to(device)
-        output = model(batch)
+        result = forward(batch)
+        activation = getattr(result, "activation_mask", None)
+        output = getattr(result, "output", result)
         cta_p, cta_i = output.cta_logits.float().softmax(-1).topk(top_k, dim=-1)  # (B, C, k)
         cpa_p, cpa_i = output.cpa_logits.float().softmax(-1).topk(top_k, dim=-1)
         for row, i in enumerate(indices):
@@ -47,6 +59,7 @@ def predict(model: torch.nn.Module, examples: Sequence[Example], batch_size: int
                 table_id=examples[i].table_id,
                 cta_ids=cta_i[row, :c].cpu().numpy(), cta_probs=cta_p[row, :c].cpu().numpy(),
                 cpa_ids=cpa_i[row, :c].cpu().numpy(), cpa_probs=cpa_p[row, :c].cpu().numpy(),
+                activation=None if activation is None else activation[row].cpu().numpy(),
             )
     model.train(was_training)
     return out  # type: ignore[return-value]

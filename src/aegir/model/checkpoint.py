@@ -40,14 +40,17 @@ def save_checkpoint(directory: str | Path, model: AegirModel, config_dict: dict 
 
     config_dict: extra JSON-serialisable entries for config.json; it may not use the key "model".
     """
-    directory = Path(directory)
     extra = dict(config_dict or {})
     if "model" in extra:
         raise ValueError('save_checkpoint: config_dict may not contain the key "model"')
-    payload = {"model": asdict(model.config), **extra}
-    text = json.dumps(payload, indent=2, sort_keys=True)  # fails here, before any write, if not JSON
-    tensors = {name: t.detach().to("cpu").contiguous() for name, t in model.state_dict().items()}
+    return write_checkpoint(directory, model.state_dict(), {"model": asdict(model.config), **extra})
 
+
+def write_checkpoint(directory: str | Path, tensors: dict[str, torch.Tensor], payload: dict) -> Path:
+    """`directory`/model.safetensors (`tensors`) + config.json (`payload`), atomically."""
+    directory = Path(directory)
+    text = json.dumps(payload, indent=2, sort_keys=True)  # fails here, before any write, if not JSON
+    tensors = {name: t.detach().to("cpu").contiguous() for name, t in tensors.items()}
     with atomic.staged_dir(directory) as staging:
         save_file(tensors, str(staging / WEIGHTS_FILE), metadata={"format": "pt"})
         (staging / CONFIG_FILE).write_text(text + "\n", encoding="utf-8")
@@ -60,6 +63,14 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu") -
     Raises CheckpointError naming the file for a missing directory or file, invalid JSON, an
     unknown model config key, or weights that are not safetensors or do not fit the config.
     """
+    config_dict, config, tensors = read_checkpoint(directory)
+    model = AegirModel(config)
+    load_weights(model, tensors, Path(directory) / WEIGHTS_FILE)
+    return model.to(device).eval(), config_dict
+
+
+def read_checkpoint(directory: str | Path) -> tuple[dict, AegirConfig, dict[str, torch.Tensor]]:
+    """config.json as a dict, its model config, and the weights (safetensors, on the CPU)."""
     directory = Path(directory)
     config_path, weights_path = directory / CONFIG_FILE, directory / WEIGHTS_FILE
     for path in (config_path, weights_path):
@@ -72,22 +83,29 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu") -
     model_cfg = config_dict.get("model") if isinstance(config_dict, dict) else None
     if not isinstance(model_cfg, dict):
         raise CheckpointError(config_path, 'no "model" object with the model config')
-    known = {f.name for f in fields(AegirConfig)}
-    unknown = sorted(set(model_cfg) - known)
-    if unknown:
-        raise CheckpointError(config_path, f"unknown model config keys {unknown}")
-    try:
-        config = AegirConfig(**model_cfg)
-    except (AegirError, TypeError) as err:
-        raise CheckpointError(config_path, f"invalid model config: {err}") from None
-
+    config = model_config_from(model_cfg, config_path)
     try:
         tensors = load_file(str(weights_path), device="cpu")
     except (SafetensorError, OSError, ValueError) as err:
         raise CheckpointError(weights_path, f"not a readable safetensors file: {err}") from None
-    model = AegirModel(config)
+    return config_dict, config, tensors
+
+
+def model_config_from(model_cfg: dict, where: str | Path) -> AegirConfig:
+    """An `AegirConfig` from a checkpoint's JSON, errors naming `where`."""
+    known = {f.name for f in fields(AegirConfig)}
+    unknown = sorted(set(model_cfg) - known)
+    if unknown:
+        raise CheckpointError(where, f"unknown model config keys {unknown}")
     try:
-        model.load_state_dict(tensors, strict=True)
+        return AegirConfig(**model_cfg)
+    except (AegirError, TypeError) as err:
+        raise CheckpointError(where, f"invalid model config: {err}") from None
+
+
+def load_weights(module: torch.nn.Module, tensors: dict[str, torch.Tensor], where: str | Path) -> None:
+    """`module.load_state_dict(tensors, strict=True)`, a mismatch as a CheckpointError."""
+    try:
+        module.load_state_dict(tensors, strict=True)
     except RuntimeError as err:
-        raise CheckpointError(weights_path, f"weights do not fit the config: {err}") from None
-    return model.to(device).eval(), config_dict
+        raise CheckpointError(where, f"weights do not fit the config: {err}") from None

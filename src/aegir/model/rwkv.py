@@ -46,6 +46,17 @@ class LayerState:
         """The states of the batch rows at `index` (1-D long)."""
         return LayerState(self.wkv[index], self.shift_time[index], self.shift_channel[index])
 
+    def scatter(self, index: torch.Tensor, batch_size: int) -> "LayerState":
+        """The inverse of `select`: a state of `batch_size` rows holding this state's row i at
+        row index[i] and zeros elsewhere (the samples that did not run contribute nothing)."""
+
+        def place(x: torch.Tensor) -> torch.Tensor:
+            out = x.new_zeros((batch_size, *x.shape[1:]))
+            out[index] = x
+            return out
+
+        return LayerState(place(self.wkv), place(self.shift_time), place(self.shift_channel))
+
 
 def _shifted(x: torch.Tensor, shift_state: torch.Tensor) -> torch.Tensor:
     """x one step later in time: position t gets x[t-1], position 0 gets shift_state. (B, T, D)"""

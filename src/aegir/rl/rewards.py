@@ -142,6 +142,25 @@ def clip_epsilon(progress: float, start: float = 0.2, end: float = 0.1) -> float
     return start + progress * (end - start)
 
 
+def budget_cap(step: int, total_steps: int, num_specialists: int, period: int, capped_share: float) -> int | None:
+    """Budget-limited vs standard scaling: the cap on distinct specialists activated per batch
+    at `step` (0-based), or None for an uncapped step.
+
+    Training alternates: each window of `period` steps starts with ⌈capped_share·period⌉
+    capped steps, then runs uncapped. The cap starts at 1 and grows with progress,
+    cap = 1 + ⌊progress·S⌋ (at most S), so early batches learn to choose one specialist well
+    before they may use several. `capped_share` 0 never caps, 1 always caps.
+    """
+    if num_specialists < 1:
+        return None
+    if period < 1 or not 0.0 <= capped_share <= 1.0:
+        raise ValueError(f"need period ≥ 1 and capped_share in [0, 1], got {period}, {capped_share}")
+    if step % period >= math.ceil(capped_share * period):
+        return None
+    progress = step / max(1, total_steps)
+    return min(num_specialists, 1 + int(progress * num_specialists))
+
+
 # ----------------------------------------------------------------------------- r_perf
 
 
@@ -270,6 +289,8 @@ def share_term(activation_mask: torch.Tensor, gate_prob: torch.Tensor, target_sh
     mask = _as_float_mask(activation_mask)
     if gate_prob.shape != mask.shape:
         raise ValueError(f"gate_prob {tuple(gate_prob.shape)} must match activation_mask {tuple(mask.shape)}")
+    if mask.shape[1] == 0:  # no specialists: no routing to reward
+        return torch.zeros(mask.shape[0])
     F = mask.mean(-1)  # (B,)
     G = gate_prob.detach().float().mean(-1)  # (B,)
     scale = max(target_share, 1.0 - target_share) ** 2
@@ -328,10 +349,12 @@ def routing_degeneracy(activation_mask: torch.Tensor) -> torch.Tensor:
     specialist is chosen by some tables and not by others. Selective routing that varies with
     the input scores 0 whatever its activation rate, so this does not pay for activations.
     A batch of one table cannot show "identical for every input": it counts only all-on or
-    all-off (1) else 0.
+    all-off (1) else 0. With no specialists there is no routing to degenerate: 0.
     """
     mask = _as_float_mask(activation_mask)
-    B, _ = mask.shape
+    B, S = mask.shape
+    if S == 0:  # no specialists: no routing that could be degenerate
+        return torch.zeros(())
     if B < 2:
         rate = mask.mean()
         return ((rate == 0) | (rate == 1)).float()

@@ -48,6 +48,7 @@ from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.aegir import AegirConfig, AegirModel
 from aegir.model.checkpoint import save_checkpoint
 from aegir.train.resume import TrainingProgress, fingerprint, load_state, save_state
+from aegir.train.schedule import learning_rate
 
 
 def model_config(params: Params, preset: str) -> AegirConfig:
@@ -56,15 +57,6 @@ def model_config(params: Params, preset: str) -> AegirConfig:
         raise ConfigError(f"presets.{preset}: no such preset (known: {', '.join(params.presets)})")
     fields = {**params.presets[preset], "n_cta": len(cta_vocab()), "n_cpa": len(cpa_vocab())}
     return build(AegirConfig, fields, f"presets.{preset}")
-
-
-def learning_rate(step: int, total_steps: int, cfg: Phase1Config) -> float:
-    """Linear warm-up, then cosine decay to `min_lr_ratio · lr`."""
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    progress = (step - cfg.warmup_steps) / max(1, total_steps - cfg.warmup_steps)
-    cosine = 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
-    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * cosine)
 
 
 def make_optimizer(model: torch.nn.Module, cfg: Phase1Config) -> torch.optim.AdamW:
@@ -163,7 +155,7 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
                 break
             batch = collate([train_examples[i] for i in process_shard(batches[batch_index], accelerator)])
             batch = batch.to(accelerator.device)
-            lr = learning_rate(step, total_steps, cfg)
+            lr = learning_rate(step, total_steps, cfg.lr, cfg.warmup_steps, cfg.min_lr_ratio)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             with accelerator.autocast():

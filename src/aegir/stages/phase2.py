@@ -100,6 +100,7 @@ from aegir.rl.rewards import (
     r_parallel,
     r_perf,
 )
+from aegir.swarm.ensemble import all_routings, routed_argmax, routing_index
 from aegir.swarm.router import SpecialistRouter
 
 MAX_EXACT_SPECIALISTS = 10  # r_perf's expectation enumerates 2^S routings per table
@@ -184,18 +185,6 @@ def select_batches(examples: list[Example], cfg: Phase2Config) -> list[Batch]:
 # ----------------------------------------------------------------------------- annotations
 
 
-def all_routings(num_specialists: int) -> torch.Tensor:
-    """(2^S, S) bool: routing j activates specialist s when bit s of j is set."""
-    j = torch.arange(2**num_specialists)
-    return ((j[:, None] >> torch.arange(num_specialists)[None, :]) & 1).bool()
-
-
-def routing_index(activation_mask: torch.Tensor) -> torch.Tensor:
-    """(B, S) bool → (B,) long: the j of `all_routings` that each row is."""
-    S = activation_mask.shape[1]
-    return (activation_mask.long() << torch.arange(S)).sum(-1)
-
-
 @dataclass
 class BatchAnnotations:
     """What the Phase 1 agents say about one batch, computed once.
@@ -229,17 +218,6 @@ class BatchAnnotations:
 
     def primary_predictions(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.routed_cta[0], self.routed_cpa[0]
-
-
-def routed_argmax(probs: torch.Tensor) -> torch.Tensor:
-    """probs (A, B, C, K) of the primary (a = 0) and S specialists → (2^S, B, C) long.
-
-    Routing j's annotation of a column is the argmax of the mean softmax of the primary and
-    the specialists j activates (the mean's denominator does not move the argmax: a sum).
-    """
-    routings = all_routings(probs.shape[0] - 1)
-    weights = torch.cat([torch.ones(len(routings), 1), routings.float()], dim=1)  # (2^S, A)
-    return torch.stack([torch.einsum("a,abck->bck", w, probs).argmax(-1) for w in weights])
 
 
 @torch.no_grad()

@@ -24,11 +24,41 @@ class RouterDecision:
     activation_mask: (B, S) bool, which specialists run for each table
     log_prob:        (B, S) float, log π(decision) per specialist: log s if on, log(1 − s) if
                      off; `log_prob.sum(-1)` is the log-prob of the table's whole routing
+    token_mask:      (B, S) bool, the decisions the policy made (its RL tokens): all of them,
+                     except the ones a budget cap forced off (`cap_decision`)
     """
 
     scores: torch.Tensor
     activation_mask: torch.Tensor
     log_prob: torch.Tensor
+    token_mask: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.token_mask is None:
+            self.token_mask = torch.ones_like(self.activation_mask)
+
+
+def cap_decision(decision: RouterDecision, cap: int | None) -> RouterDecision:
+    """Budget-limited routing: at most `cap` distinct specialists run for the whole batch.
+
+    The `cap` specialists with the highest mean gate score over the batch keep their sampled
+    decisions; every other specialist is forced off for every table, and those forced
+    decisions are not the policy's (token_mask False), so the clipped loss leaves them out.
+    `cap=None` (or cap ≥ S) changes nothing. Ties go to the lower specialist index.
+    """
+    S = decision.scores.shape[1]
+    if cap is None or cap >= S:
+        return decision
+    if cap < 0:
+        raise ValueError(f"cap must be ≥ 0, got {cap}")
+    mean = decision.scores.detach().float().mean(0)  # (S,)
+    order = sorted(range(S), key=lambda s: (-float(mean[s]), s))
+    allowed = torch.zeros(S, dtype=torch.bool, device=mean.device)
+    allowed[order[:cap]] = True
+    return RouterDecision(scores=decision.scores,
+                          activation_mask=decision.activation_mask & allowed,
+                          log_prob=decision.log_prob,
+                          token_mask=decision.token_mask & allowed)
 
 
 class SpecialistRouter(nn.Module):

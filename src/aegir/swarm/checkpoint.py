@@ -1,0 +1,91 @@
+"""Orchestrator checkpoints: what Phase 3 trained, tied to the frozen specialists it fused.
+
+A directory with `model.safetensors` (every trainable tensor: `primary.*`, `router*`,
+`alignments.*`, `fusion.*` — never a specialist's weights) and `config.json`:
+
+    {"model": <primary AegirConfig>,
+     "orchestrator": {"activation_threshold": 0.5,
+                      "specialists": [{"name": "places", "checkpoint": "../phase1/places",
+                                       "fingerprint": "<sha256>"}, …]},
+     …extra (params, vocabularies, data fingerprint)}
+
+Specialist paths are stored relative to the orchestrator's directory, so a checkout moved
+elsewhere still finds them. Loading reads each specialist from its own checkpoint and checks
+its fingerprint: a missing or changed specialist is a `CheckpointError` naming it, never a
+silently different model. Nothing is unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from aegir.model.checkpoint import (
+    CONFIG_FILE, WEIGHTS_FILE, CheckpointError, load_checkpoint, load_weights, read_checkpoint, write_checkpoint,
+)
+from aegir.model.aegir import AegirModel
+from aegir.swarm.orchestrator import SwarmOrchestrator, build_orchestrator
+from aegir.swarm.specialist import checkpoint_fingerprint
+
+
+def is_orchestrator_checkpoint(directory: str | Path) -> bool:
+    """True when `directory`'s config.json describes an orchestrator (not a plain model)."""
+    try:
+        config = json.loads((Path(directory) / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(config, dict) and isinstance(config.get("orchestrator"), dict)
+
+
+def save_orchestrator(directory: str | Path, orch: SwarmOrchestrator, specialist_dirs: dict[str, str | Path],
+                      extra: dict | None = None) -> Path:
+    """Write `orch`'s trainable weights and config; specialist_dirs: name → its checkpoint."""
+    directory = Path(directory)
+    extra = dict(extra or {})
+    for key in ("model", "orchestrator"):
+        if key in extra:
+            raise ValueError(f"save_orchestrator: extra may not contain the key {key!r}")
+    specialists = [{"name": name,
+                    "checkpoint": os.path.relpath(Path(specialist_dirs[name]).resolve(), directory.resolve()),
+                    "fingerprint": checkpoint_fingerprint(specialist_dirs[name])}
+                   for name in orch.specialist_names]
+    tensors = {name: p for name, p in orch.state_dict().items() if not name.startswith("specialists.")}
+    payload = {"model": asdict(orch.primary.config),
+               "orchestrator": {"activation_threshold": orch.activation_threshold, "specialists": specialists},
+               **extra}
+    return write_checkpoint(directory, tensors, payload)
+
+
+def load_orchestrator(directory: str | Path, device: str | torch.device = "cpu") -> tuple[SwarmOrchestrator, dict]:
+    """(orchestrator in eval mode, config.json) of a checkpoint written by `save_orchestrator`."""
+    directory = Path(directory)
+    config_dict, primary_config, tensors = read_checkpoint(directory)
+    meta = config_dict.get("orchestrator")
+    config_path = directory / CONFIG_FILE
+    if not isinstance(meta, dict) or not isinstance(meta.get("specialists"), list):
+        raise CheckpointError(config_path, 'no "orchestrator" object listing its specialists')
+    specialists: dict[str, AegirModel] = {}
+    for entry in meta["specialists"]:
+        if not isinstance(entry, dict) or not {"name", "checkpoint", "fingerprint"} <= set(entry):
+            raise CheckpointError(config_path, f"bad specialist entry {entry!r}: needs name, checkpoint, fingerprint")
+        where = (directory / entry["checkpoint"]).resolve()
+        if not (where / CONFIG_FILE).is_file() or not (where / WEIGHTS_FILE).is_file():
+            raise CheckpointError(where, f"specialist {entry['name']!r} of {directory} is missing "
+                                         f"(run `dvc repro` or `dvc pull` to restore the Phase 1 checkpoints)")
+        found = checkpoint_fingerprint(where)
+        if found != entry["fingerprint"]:
+            raise CheckpointError(where, f"specialist {entry['name']!r} has changed since {directory} was trained "
+                                         f"(fingerprint {found[:12]}… ≠ recorded {entry['fingerprint'][:12]}…); "
+                                         f"rerun phase3 (`dvc repro phase3`)")
+        specialists[entry["name"]], _ = load_checkpoint(where)
+    threshold = meta.get("activation_threshold", 0.5)
+    if not isinstance(threshold, (int, float)) or not 0 < threshold < 1:
+        raise CheckpointError(config_path, f"activation_threshold must be in (0, 1), got {threshold!r}")
+    orch = build_orchestrator(AegirModel(primary_config), specialists, float(threshold))
+    frozen = {name: p for name, p in orch.state_dict().items() if name.startswith("specialists.")}
+    load_weights(orch, {**tensors, **frozen}, directory / WEIGHTS_FILE)
+    return orch.to(device).eval(), config_dict

@@ -1,0 +1,52 @@
+"""Output-level ensembles of the primary and routed specialists: Phase 2's routing-dependent
+stand-in for r_perf, and Phase 3's reference point (d) beside the state fusion.
+
+A table's routed annotation takes, per column, the argmax of the mean softmax of the primary
+and the specialists its routing activated (none activated: the primary alone).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from aegir.model.aegir import AegirOutput
+
+
+def all_routings(num_specialists: int) -> torch.Tensor:
+    """(2^S, S) bool: routing j activates specialist s when bit s of j is set."""
+    j = torch.arange(2**num_specialists)
+    return ((j[:, None] >> torch.arange(num_specialists)[None, :]) & 1).bool()
+
+
+def routing_index(activation_mask: torch.Tensor) -> torch.Tensor:
+    """(B, S) bool → (B,) long: the j of `all_routings` that each row is."""
+    S = activation_mask.shape[1]
+    return (activation_mask.long() << torch.arange(S, device=activation_mask.device)).sum(-1)
+
+
+def routed_argmax(probs: torch.Tensor) -> torch.Tensor:
+    """probs (A, B, C, K) of the primary (a = 0) and S specialists → (2^S, B, C) long.
+
+    Routing j's annotation of a column is the argmax of the mean softmax of the primary and
+    the specialists j activates (the mean's denominator does not move the argmax: a sum).
+    """
+    routings = all_routings(probs.shape[0] - 1)
+    weights = torch.cat([torch.ones(len(routings), 1), routings.float()], dim=1)  # (2^S, A)
+    return torch.stack([torch.einsum("a,abck->bck", w, probs).argmax(-1) for w in weights])
+
+
+def ensemble_output(primary: AegirOutput, specialists: list[AegirOutput], activation_mask: torch.Tensor) -> AegirOutput:
+    """The primary's output with its logits replaced by the log of the mean softmax of the
+    primary and each row's activated specialists (activation_mask (B, S) bool)."""
+    def mean_log_prob(name: str) -> torch.Tensor:
+        total = getattr(primary, name).float().softmax(-1)  # (B, C, K)
+        count = torch.ones(total.shape[0], 1, 1)
+        for s, out in enumerate(specialists):
+            on = activation_mask[:, s].to(total.dtype)[:, None, None]  # (B, 1, 1)
+            total = total + on * getattr(out, name).float().softmax(-1)
+            count = count + on
+        return (total / count).log()
+
+    return replace(primary, cta_logits=mean_log_prob("cta_logits"), cpa_logits=mean_log_prob("cpa_logits"))

@@ -1,0 +1,234 @@
+"""SwarmOrchestrator: a trainable primary, a router, and frozen specialists fused through the
+primary's main-network state (PARL, Phase 3).
+
+One forward, in the order the work depends on itself:
+
+    primary prefix   embedding → encoder → chunk boundaries            (once; reused below)
+    routing_hidden   masked mean of the encoder output, (B, D)          (the router's input)
+    router           scores = σ(W·LN(h) + b), sampled (training) or thresholded (evaluation)
+    specialists      each frozen specialist reads only the tables that chose it, in one batched
+                     call, and hands back its main network's final states
+    fusion           aligned, gated per head, masked by the activation (`RWKVStateFusion`)
+    primary rest     main network from the fused initial state → dechunk → decoder → columns
+                     → heads
+
+`forward(batch)` with `routing_hidden=None` runs the primary alone and is exactly the Phase 1
+model's forward, so one object serves supervised and PARL training (and the no-specialist
+control). The router's input goes through a LayerNorm first (not in the design's formula): the
+encoder's pooled output has a scale set by Phase 1, and the router should not inherit it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+
+from aegir.data.batch import Batch
+from aegir.model.aegir import AegirModel, AegirOutput, EncoderOutput
+from aegir.model.chunking import RoutingOutput
+from aegir.model.rwkv import LayerState
+from aegir.swarm.fusion import RWKVStateFusion
+from aegir.swarm.router import RouterDecision, SpecialistRouter, cap_decision
+from aegir.swarm.specialist import FrozenSpecialist, alignment_for
+
+
+@dataclass
+class OrchestratorOutput:
+    """output:              the primary's `AegirOutput` (logits, column vectors, …)
+    specialist_outputs:  name → the specialist's main-network final states per layer, in its own
+                         shape, zero on rows that did not activate it (only specialists that ran)
+    activation_mask:     (B, S) bool, or None when the primary ran alone
+    decision:            the router's `RouterDecision` (scores, log-probs, token mask), or None
+    main_initial_state:  the fused state the primary's main network started from, or None
+    seconds:             wall-clock per stage: prefix, each specialist, fusion, rest
+    """
+
+    output: AegirOutput
+    specialist_outputs: dict[str, list[LayerState]] = field(default_factory=dict)
+    activation_mask: torch.Tensor | None = None
+    decision: RouterDecision | None = None
+    main_initial_state: list[LayerState] | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def repeat_encoded(encoded: EncoderOutput, times: int) -> EncoderOutput:
+    """The prefix of a batch repeated `times` times along the batch (rollouts of one batch share
+    one encoder pass; gradients flow back into it from every copy)."""
+    r = encoded.routing
+    return EncoderOutput(
+        hidden=encoded.hidden.repeat(times, 1, 1),
+        routing=RoutingOutput(boundary_prob=r.boundary_prob.repeat(times, 1),
+                              boundary_mask=r.boundary_mask.repeat(times, 1),
+                              selected_prob=r.selected_prob.repeat(times, 1)),
+    )
+
+
+def repeat_batch(batch: Batch, times: int) -> Batch:
+    """`batch` repeated `times` times along the batch: rows k·B … (k+1)·B − 1 are copy k."""
+    return batch.select(torch.arange(batch.batch_size, device=batch.byte_ids.device).repeat(times))
+
+
+class SwarmOrchestrator(nn.Module):
+    """primary_model: the trainable `AegirModel`; specialists: name → frozen `AegirModel`;
+    fusion: `RWKVStateFusion` over the primary's main heads, one agent per specialist;
+    d_model: the primary's width (the router's input); activation_threshold: a gate opens in
+    evaluation when its score exceeds it. With no specialists it is the primary alone (the
+    Phase 3 control)."""
+
+    def __init__(self, primary_model: AegirModel, specialists: dict[str, AegirModel],
+                 fusion: RWKVStateFusion, d_model: int, activation_threshold: float = 0.5,
+                 router_init_rate: float | None = None):
+        super().__init__()
+        if d_model != primary_model.config.d_model:
+            raise ValueError(f"d_model {d_model} is not the primary's {primary_model.config.d_model}")
+        if fusion.num_agents != len(specialists):
+            raise ValueError(f"fusion is over {fusion.num_agents} agents, got {len(specialists)} specialists")
+        if not 0.0 < activation_threshold < 1.0:
+            raise ValueError(f"activation_threshold must be in (0, 1), got {activation_threshold}")
+        self.primary = primary_model
+        self.specialist_names = list(specialists)
+        self.specialists = nn.ModuleList(FrozenSpecialist(model, name) for name, model in specialists.items())
+        self.alignments = nn.ModuleList(alignment_for(model, primary_model) for model in specialists.values())
+        self.fusion = fusion
+        self.activation_threshold = activation_threshold
+        has_router = len(specialists) > 0
+        self.router_norm = nn.LayerNorm(d_model) if has_router else None
+        self.router = SpecialistRouter(d_model, len(specialists), init_rate=router_init_rate) if has_router else None
+
+    @property
+    def num_specialists(self) -> int:
+        return len(self.specialists)
+
+    def trainable_parameters(self) -> dict[str, nn.Parameter]:
+        """Every parameter Phase 3 trains: primary, router (+ its norm), alignments, fusion —
+        never a specialist's."""
+        return {name: p for name, p in self.named_parameters() if not name.startswith("specialists.")}
+
+    # ------------------------------------------------------------------------------- stages
+
+    def encode(self, batch: Batch) -> EncoderOutput:
+        """The primary's prefix: embedding, encoder, chunk boundaries."""
+        return self.primary.encode(batch)
+
+    def routing_hidden(self, batch: Batch, encoded: EncoderOutput) -> torch.Tensor:
+        """(B, D): the pooled encoder output the router reads."""
+        return self.primary.routing_hidden(batch, encoded)
+
+    def route(self, routing_hidden: torch.Tensor, sample: bool = False,
+              generator: torch.Generator | None = None, cap: int | None = None) -> RouterDecision:
+        """Sampled (training) or thresholded (evaluation) routing, then the budget cap."""
+        h = self.router_norm(routing_hidden)
+        decision = (self.router.sample(h, generator=generator) if sample
+                    else self.router.decide(h, self.activation_threshold))
+        return cap_decision(decision, cap)
+
+    def routing_log_prob(self, routing_hidden: torch.Tensor, activation_mask: torch.Tensor) -> torch.Tensor:
+        """log π(activation_mask) under the current parameters, (B, S)."""
+        return self.router.log_prob(self.router_norm(routing_hidden), activation_mask)
+
+    def read_specialists(self, batch: Batch, activation_mask: torch.Tensor,
+                         seconds: dict[str, float] | None = None) -> list[list[LayerState] | None]:
+        """Each specialist reads the rows that activated it, in one batched call: per specialist
+        its final states scattered back to the batch (zeros elsewhere), or None if no row chose
+        it. `seconds` collects the wall-clock of each read."""
+        reads: list[list[LayerState] | None] = []
+        for s, specialist in enumerate(self.specialists):
+            rows = activation_mask[:, s].nonzero().flatten()
+            start = time.perf_counter()
+            reads.append(specialist.read(batch, rows) if len(rows) else None)
+            if seconds is not None:
+                seconds[f"specialist/{specialist.name}"] = time.perf_counter() - start
+        return reads
+
+    def fuse(self, reads: list[list[LayerState] | None], activation_mask: torch.Tensor,
+             rows: torch.Tensor | None = None) -> list[LayerState]:
+        """Align every read into the primary's shape and fuse it under the activation mask.
+
+        reads: per specialist, states of R read rows (or None); activation_mask: (B, S);
+        rows: (B,) long, the read row each output row takes (rollouts of one batch share one
+        read per table), or None when B = R and row b is read row b.
+        """
+        aligned = []
+        for s, (read, alignment) in enumerate(zip(reads, self.alignments)):
+            if read is None:  # nobody chose it: a zero stand-in, masked away by the fusion anyway
+                size = activation_mask.shape[0] if rows is None else int(rows.max()) + 1
+                read = self.specialists[s].model.main.zero_state(size, activation_mask.device)
+            states = alignment(read)
+            aligned.append(states if rows is None else [state.select(rows) for state in states])
+        return self.fusion(aligned, activation_mask)
+
+    # ------------------------------------------------------------------------------- forward
+
+    def forward(self, batch: Batch, routing_hidden: torch.Tensor | None = None, *,
+                encoded: EncoderOutput | None = None, decision: RouterDecision | None = None,
+                sample: bool = False, generator: torch.Generator | None = None,
+                cap: int | None = None) -> OrchestratorOutput:
+        """Route, read, fuse, and complete the primary's forward.
+
+        routing_hidden: the router's input (`routing_hidden(batch, encoded)`), or None to run
+        the primary alone (exactly Phase 1's forward). encoded: the batch's prefix when the
+        caller has it (it is computed otherwise). decision: a routing made earlier (e.g. the
+        rollout being re-scored); otherwise the router samples (`sample=True`, with
+        `generator`) or thresholds, then `cap` applies.
+        """
+        seconds: dict[str, float] = {}
+        start = time.perf_counter()
+        encoded = self.encode(batch) if encoded is None else encoded
+        seconds["prefix"] = time.perf_counter() - start
+        if routing_hidden is None or self.num_specialists == 0:
+            start = time.perf_counter()
+            output = self.primary.forward_from_encoded(batch, encoded)
+            seconds["rest"] = time.perf_counter() - start
+            return OrchestratorOutput(output=output, seconds=seconds)
+
+        if decision is None:
+            decision = self.route(routing_hidden, sample=sample, generator=generator, cap=cap)
+        mask = decision.activation_mask
+        reads = self.read_specialists(batch, mask, seconds)
+        start = time.perf_counter()
+        state = self.fuse(reads, mask)
+        seconds["fusion"] = time.perf_counter() - start
+        start = time.perf_counter()
+        output = self.primary.forward_from_encoded(batch, encoded, state)
+        seconds["rest"] = time.perf_counter() - start
+        return OrchestratorOutput(
+            output=output,
+            specialist_outputs={name: read for name, read in zip(self.specialist_names, reads) if read is not None},
+            activation_mask=mask, decision=decision, main_initial_state=state, seconds=seconds)
+
+    def annotate(self, batch: Batch) -> OrchestratorOutput:
+        """Evaluation: the whole routed forward with thresholded routing."""
+        encoded = self.encode(batch)
+        hidden = self.routing_hidden(batch, encoded) if self.num_specialists else None
+        return self(batch, hidden, encoded=encoded)
+
+
+@torch.no_grad()
+def fused_state_one_at_a_time(orch: SwarmOrchestrator, batch: Batch, activation_mask: torch.Tensor) -> list[LayerState]:
+    """The reference for `read_specialists` + `fuse`: every (table, specialist) pair that is
+    activated is read on its own, a batch of one table with no padding, aligned and fused for
+    that table alone; the rows are then stacked. Slow; for tests and the benchmark."""
+    rows = []
+    for b in range(batch.batch_size):
+        table = batch.select(torch.tensor([b]))
+        mask = activation_mask[b:b + 1]
+        length = int(table.byte_mask.sum())
+        table = table.select(torch.tensor([0]))
+        table.byte_ids, table.byte_mask = table.byte_ids[:, :length], table.byte_mask[:, :length]
+        reads = [specialist(table) if bool(mask[0, s]) else None for s, specialist in enumerate(orch.specialists)]
+        rows.append(orch.fuse(reads, mask))
+    return [LayerState(*(torch.cat([getattr(r[layer], f) for r in rows])
+                         for f in ("wkv", "shift_time", "shift_channel")))
+            for layer in range(len(rows[0]))]
+
+
+def build_orchestrator(primary: AegirModel, specialists: dict[str, AegirModel],
+                       activation_threshold: float = 0.5,
+                       router_init_rate: float | None = None) -> SwarmOrchestrator:
+    """A `SwarmOrchestrator` over `primary` with a fresh fusion (zero gates) over `specialists`."""
+    cfg = primary.config
+    fusion = RWKVStateFusion(cfg.d_model // cfg.head_size, cfg.head_size, len(specialists), cfg.main_layers)
+    return SwarmOrchestrator(primary, specialists, fusion, cfg.d_model, activation_threshold, router_init_rate)

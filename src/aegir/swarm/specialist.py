@@ -1,0 +1,156 @@
+"""Frozen specialists and the projection of their states into the primary's state space.
+
+A specialist is a Phase 1 checkpoint that Phase 3 never trains. What it hands the primary is
+its *read* of a table: the final state of each of its main-network layers (`LayerState`) after
+the whole table, which a causal primary has not yet seen when it starts reading column 0. The
+read stops after the main network: no dechunking, decoder, pooling or heads run.
+
+Specialist and primary may differ in shape (the `small` preset has d_model 64 = 2 heads of 32,
+the `cpu` preset d_model 96 = 3 heads of 32). `AlignmentProjection` maps one into the other per
+head with small factors, never as a flattened full matrix:
+
+    wkv'[h] = A[h] · (Σ_g M[h, g] · wkv[g]) · B[h]ᵀ        A[h]: (K, K_s), B[h]: (V, V_s), M: (H, H_s)
+    shift'  = P · shift                                      P: (D, D_s), one per token-shift state
+
+where h runs over the primary's heads and g over the specialist's. Each factor starts as the
+identity where the shapes agree (so a same-shape specialist's state passes through unchanged)
+and as a truncated identity (ones on the leading diagonal) where they do not: never all zeros,
+because the fusion gates start at zero and a zero factor behind a zero gate would get no
+gradient. A specialist with a different number of main layers feeds primary layer l from its
+layer ⌊l · L_s / L⌋.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+from aegir.data.batch import Batch
+from aegir.model.aegir import AegirModel
+from aegir.model.checkpoint import CONFIG_FILE, WEIGHTS_FILE, CheckpointError, load_checkpoint
+from aegir.model.chunking import chunk
+from aegir.model.rwkv import LayerState
+
+
+def checkpoint_fingerprint(directory: str | Path) -> str:
+    """sha256 over a checkpoint's config.json and model.safetensors: what Phase 3 records to
+    tie its orchestrator to the exact frozen specialists it was trained with."""
+    directory = Path(directory)
+    digest = hashlib.sha256()
+    for name in (CONFIG_FILE, WEIGHTS_FILE):
+        path = directory / name
+        if not path.is_file():
+            raise CheckpointError(path, "missing (not a checkpoint directory?)")
+        digest.update(name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+class FrozenSpecialist(nn.Module):
+    """A Phase 1 model that is never trained: eval mode, no gradients, read under no_grad.
+
+    `forward(batch)` returns its main network's final state per layer, (B, H_s, K_s, K_s) wkv
+    and (B, D_s) token-shift vectors: the state after each row's last real chunk.
+    """
+
+    def __init__(self, model: AegirModel, name: str = "specialist"):
+        super().__init__()
+        self.name = name
+        self.model = model.eval().requires_grad_(False)
+
+    def train(self, mode: bool = True) -> "FrozenSpecialist":
+        # a frozen model stays in eval mode whatever its parent module is switched to
+        return super().train(False)
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @torch.no_grad()
+    def forward(self, batch: Batch) -> list[LayerState]:
+        model = self.model
+        encoded = model.encode(batch)
+        chunk_h, chunk_mask = chunk(encoded.hidden, encoded.routing.boundary_mask)  # (B, L, D_s)
+        _, final_state = model.main(chunk_h, chunk_mask)
+        return final_state
+
+    def read(self, batch: Batch, rows: torch.Tensor) -> list[LayerState]:
+        """Read only the tables at `rows` (1-D long) and scatter their states back into a
+        batch-sized state: rows that did not run hold zeros."""
+        states = self(batch.select(rows))
+        return [state.scatter(rows, batch.batch_size) for state in states]
+
+
+def _eye(rows: int, cols: int, copies: int) -> torch.Tensor:
+    """`copies` stacked (rows, cols) identities (truncated where rows ≠ cols)."""
+    return torch.eye(rows, cols).expand(copies, rows, cols).clone()
+
+
+class AlignmentProjection(nn.Module):
+    """Per-head state alignment of one specialist into the primary's shape (module docstring).
+
+    source_*: the specialist's main network (heads, head size, d_model, layers);
+    target_*: the primary's. `forward(states)` maps the specialist's per-layer states to one
+    state per primary layer, (B, H, K, K) wkv and (B, D) token-shift vectors.
+    """
+
+    def __init__(self, source_heads: int, source_head_size: int, source_layers: int,
+                 target_heads: int, target_head_size: int, target_layers: int):
+        super().__init__()
+        Hs, Ks, H, K = source_heads, source_head_size, target_heads, target_head_size
+        self.source_layers, self.target_layers = source_layers, target_layers
+        self.source_heads, self.target_heads = Hs, H
+        Ds, D = Hs * Ks, H * K
+        self.head_mix = nn.Parameter(torch.stack([_head_mix_init(H, Hs) for _ in range(target_layers)]))  # (L, H, Hs)
+        self.key_proj = nn.Parameter(torch.stack([_eye(K, Ks, H) for _ in range(target_layers)]))  # (L, H, K, Ks)
+        self.value_proj = nn.Parameter(torch.stack([_eye(K, Ks, H) for _ in range(target_layers)]))  # (L, H, V, Vs)
+        self.shift_time = nn.Parameter(torch.stack([torch.eye(D, Ds) for _ in range(target_layers)]))  # (L, D, Ds)
+        self.shift_channel = nn.Parameter(torch.stack([torch.eye(D, Ds) for _ in range(target_layers)]))
+
+    def source_layer(self, layer: int) -> int:
+        return layer * self.source_layers // self.target_layers
+
+    def forward(self, states: list[LayerState]) -> list[LayerState]:
+        if len(states) != self.source_layers:
+            raise ValueError(f"expected {self.source_layers} specialist layer states, got {len(states)}")
+        out = []
+        for layer in range(self.target_layers):
+            s = states[self.source_layer(layer)]
+            if s.wkv.shape[1] != self.source_heads:
+                raise ValueError(f"specialist state has {s.wkv.shape[1]} heads, expected {self.source_heads}")
+            mixed = torch.einsum("hg,bgkv->bhkv", self.head_mix[layer], s.wkv)  # (B, H, Ks, Vs)
+            wkv = self.key_proj[layer] @ mixed @ self.value_proj[layer].transpose(-1, -2)  # (B, H, K, V)
+            out.append(LayerState(
+                wkv=wkv,
+                shift_time=s.shift_time @ self.shift_time[layer].T,  # (B, D)
+                shift_channel=s.shift_channel @ self.shift_channel[layer].T,
+            ))
+        return out
+
+
+def _head_mix_init(target_heads: int, source_heads: int) -> torch.Tensor:
+    """Identity where the head counts agree; otherwise primary head h starts from specialist
+    head h mod H_s (every primary head reads one specialist head, none reads zeros)."""
+    mix = torch.zeros(target_heads, source_heads)
+    mix[torch.arange(target_heads), torch.arange(target_heads) % source_heads] = 1.0
+    return mix
+
+
+def alignment_for(specialist: AegirModel, primary: AegirModel) -> AlignmentProjection:
+    """The `AlignmentProjection` from `specialist`'s main network into `primary`'s."""
+    s, p = specialist.config, primary.config
+    return AlignmentProjection(s.d_model // s.head_size, s.head_size, s.main_layers,
+                               p.d_model // p.head_size, p.head_size, p.main_layers)
+
+
+def load_specialists(models_dir: str | Path, names: list[str]) -> dict[str, tuple[AegirModel, str]]:
+    """name → (model in eval mode, checkpoint fingerprint) for `models_dir/<name>/` each."""
+    out = {}
+    for name in names:
+        directory = Path(models_dir) / name
+        model, _ = load_checkpoint(directory)
+        out[name] = (model, checkpoint_fingerprint(directory))
+    return out

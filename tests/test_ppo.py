@@ -1,0 +1,123 @@
+"""The token-level clipped loss against its per-token reference, advantages, and one PARL
+rollout's rewards, tokens and credit on a tiny orchestrator."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from aegir.rl.parl import PARLSettings, collect_rollouts, rescore, token_loss
+from aegir.rl.ppo import clipped_token_loss, clipped_token_loss_reference, group_advantages
+from aegir.rl.rewards import RewardConfig
+from test_model import make_batch
+from test_swarm import MORE_TABLES, open_gates, orchestrator
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def tokens(n: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    logp_old = -torch.rand(n, generator=g) * 3
+    logp_new = (logp_old + 0.4 * torch.randn(n, generator=g)).requires_grad_(True)  # ratios inside and outside the clip
+    advantage = torch.randn(n, generator=g)
+    weight = torch.where(torch.rand(n, generator=g) < 0.3, 2.0, 1.0)
+    return logp_new, logp_old, advantage, weight
+
+
+@pytest.mark.parametrize("kl_coef", [0.0, 0.3])
+def test_vectorised_loss_equals_the_per_token_loop_in_value_and_gradient(kl_coef):
+    logp_new, logp_old, advantage, weight = tokens(200, seed=1)
+    loss, stats = clipped_token_loss(logp_new, logp_old, advantage, weight, epsilon=0.2, kl_coef=kl_coef)
+    (grad,) = torch.autograd.grad(loss, logp_new)
+    reference = clipped_token_loss_reference(logp_new, logp_old, advantage, weight, epsilon=0.2, kl_coef=kl_coef)
+    (ref_grad,) = torch.autograd.grad(reference, logp_new)
+    assert torch.allclose(loss, reference, rtol=1e-5, atol=1e-7)
+    assert torch.allclose(grad, ref_grad, rtol=1e-5, atol=1e-8)
+    assert 0.0 < stats.clip_fraction < 1.0 and stats.tokens == 200
+
+
+def test_clipping_stops_the_gradient_only_where_it_should():
+    logp_old = torch.zeros(4)
+    # ratios 1.5 (above 1 + ε) and 0.6 (below 1 − ε), each with a positive and a negative advantage
+    logp_new = torch.log(torch.tensor([1.5, 1.5, 0.6, 0.6])).requires_grad_(True)
+    advantage = torch.tensor([1.0, -1.0, 1.0, -1.0])
+    loss, stats = clipped_token_loss(logp_new, logp_old, advantage, torch.ones(4), epsilon=0.2)
+    (grad,) = torch.autograd.grad(loss, logp_new)
+    # A > 0 with ρ > 1 + ε and A < 0 with ρ < 1 − ε are clipped (no gradient); the other two are not
+    assert grad[0] == 0 and grad[3] == 0
+    assert grad[1] != 0 and grad[2] != 0
+    assert stats.clip_fraction == 1.0
+    # the loss is the mean over tokens, not over tables: doubling every token's weight doubles it
+    loss2, _ = clipped_token_loss(logp_new, logp_old, advantage, 2 * torch.ones(4), epsilon=0.2)
+    assert torch.allclose(loss2, 2 * loss)
+
+
+def test_loss_input_errors():
+    x = torch.zeros(3)
+    with pytest.raises(ValueError, match="must all be"):
+        clipped_token_loss(x, x, x, torch.zeros(2), 0.2)
+    with pytest.raises(ValueError, match="epsilon"):
+        clipped_token_loss(x, x, x, x, 1.5)
+    empty = torch.zeros(0, requires_grad=True)
+    loss, stats = clipped_token_loss(empty, empty.detach(), empty.detach(), empty.detach(), 0.2)
+    assert float(loss) == 0.0 and stats.tokens == 0
+
+
+def test_group_advantages_subtract_the_group_mean():
+    rewards = torch.tensor([[1.0, 0.0], [0.0, 0.0], [0.5, 0.0]])  # K = 3 rollouts of B = 2 tables
+    adv = group_advantages(rewards)
+    assert torch.allclose(adv[:, 0], torch.tensor([0.5, -0.5, 0.0]))
+    assert torch.count_nonzero(adv[:, 1]) == 0  # a table whose rollouts tie gives no gradient
+
+
+LABELLED = dict(cta=[[1, 2, 3], [4, 5], [6, 7, 8], [9, 10, 11, 12]], cpa=[[1, 2], [3], [4, 5], [6, 7, 8]])
+
+
+def test_rollouts_rewards_tokens_and_credit():
+    orch, _ = orchestrator()
+    open_gates(orch, seed=1)
+    batch = make_batch(MORE_TABLES, **LABELLED)
+    settings = PARLSettings(rollouts=4, abstain_below=0.05, critical_weight=2.0, ce_weight=1.0, kl_coef=0.0,
+                            rewards=RewardConfig())
+    rollouts, forward = collect_rollouts(orch, batch, settings, lam1=0.3, lam2=0.1,
+                                         generator=torch.Generator().manual_seed(0), cap=2)
+    K, B, C = 4, 4, 4
+    assert set(rollouts.rewards) == {"r_perf", "r_parallel", "r_finish", "reward"}
+    assert all(v.shape == (K, B) for v in rollouts.rewards.values())
+    expected = rollouts.rewards["r_perf"] + 0.3 * rollouts.rewards["r_parallel"] + 0.1 * rollouts.rewards["r_finish"]
+    assert torch.allclose(rollouts.rewards["reward"], expected)
+    # the abstain rule: an untrained model is unsure, so some sampled labels are not annotations
+    assert float(rollouts.rewards["r_finish"].std()) > 0
+    # advantages are group-relative: zero mean over each table's K rollouts
+    assert torch.allclose(rollouts.routing_advantage.view(K, B).sum(0), torch.zeros(B), atol=1e-6)
+    assert torch.allclose(rollouts.cta_advantage.view(K, B, C).sum(0), torch.zeros(B, C), atol=1e-6)
+    # tokens: every real column's CTA, CPA from column 1, and routing decisions within the cap
+    assert rollouts.cta_tokens.sum() == K * 12 and rollouts.cpa_tokens.sum() == K * 8
+    active = rollouts.decision.activation_mask.view(K, B, 3)
+    assert all(int(active[k].any(0).sum()) <= 2 for k in range(K))  # ≤ 2 specialists per batch
+    assert rollouts.critical_steps.shape == (K * B,)
+    # the first update's ratios are exactly 1; after a step they move and can be clipped
+    loss, parts, stats = token_loss(orch, batch, forward, rollouts, settings, epsilon=0.2)
+    assert stats.clip_fraction == 0.0 and abs(stats.log_ratio) < 1e-6
+    assert stats.tokens == K * 20 + int(rollouts.decision.token_mask.sum())
+    loss.backward()
+    with torch.no_grad():
+        for p in orch.trainable_parameters().values():
+            if p.grad is not None:
+                p.sub_(0.5 * p.grad)
+    _, _, moved = token_loss(orch, batch, rescore(orch, batch, rollouts), rollouts, settings, epsilon=0.2)
+    assert abs(moved.log_ratio) > 1e-4
+
+
+def test_control_without_specialists_has_no_routing():
+    from aegir.swarm.orchestrator import build_orchestrator
+    from test_swarm import tiny
+
+    control = build_orchestrator(tiny(0), {})
+    batch = make_batch(MORE_TABLES, **LABELLED)
+    settings = PARLSettings(rollouts=2, abstain_below=0.05, critical_weight=2.0, ce_weight=0.0, kl_coef=0.0,
+                            rewards=RewardConfig())
+    rollouts, forward = collect_rollouts(control, batch, settings, 0.3, 0.1, torch.Generator().manual_seed(0))
+    assert rollouts.decision is None and torch.count_nonzero(rollouts.rewards["r_parallel"]) == 0
+    loss, _, stats = token_loss(control, batch, forward, rollouts, settings, 0.2)
+    assert stats.tokens == 2 * 20 and torch.isfinite(loss)
