@@ -81,26 +81,31 @@ def test_snakemake_runs_the_same_dag_with_the_same_outputs(project, tmp_path):
     (snake / "params.yaml").write_text((project / "params.yaml").read_text())
     for a, b in zip(specs, dvc_stages(snake)):
         assert (a.name, a.cmd, a.deps, a.outs, a.params) == (b.name, b.cmd, b.deps, b.outs, b.params)
-    run_tool(snake, "snakemake", "--cores", "2", "phase2", "baselines")
+    run_tool(snake, "snakemake", "--cores", "2", "phase3", "baselines")
     compared = ["data/prepared", "results/prepare/stats.json", "results/baselines/metrics.json",
-                "models/phase1", "results/phase1/primary/metrics.json", "results/phase2/report.json"]
+                "models/phase1", "results/phase1/primary/metrics.json", "results/phase2/report.json",
+                "models/phase3", "results/phase3/metrics.json", "results/phase3/report.json"]
     assert tree_digest(snake, compared) == tree_digest(project, compared)
     # and Snakemake's own bookkeeping agrees there is nothing left to do
-    again = run_tool(snake, "snakemake", "-n", "--cores", "1", "phase2", "baselines")
+    again = run_tool(snake, "snakemake", "-n", "--cores", "1", "phase3", "baselines")
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
 def test_exp_run_on_lambda_reruns_phase2_not_phase1(project):
     lock_before = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
     proc = run_tool(project, "dvc", "exp", "run", "--set-param", "lambda.early=0.2")
-    assert ran_stages(proc.stdout) == {"phase2"}, proc.stdout
+    assert ran_stages(proc.stdout) == {"phase2", "phase3"}, proc.stdout
     lock_after = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
     for name in lock_before:
         if name.startswith("phase1") or name in ("prepare", "baselines"):
             assert lock_after[name] == lock_before[name], name
     assert lock_after["phase2"]["params"]["params.yaml"]["lambda"]["early"] == 0.2
+    assert lock_after["phase3"]["params"]["params.yaml"]["lambda"]["early"] == 0.2
     report = json.loads((project / "results/phase2/report.json").read_text())
-    assert "0.2" in json.dumps(report)
+    assert report["lambda"]["configured"]["early"] == 0.2
+    assert report["lambda"]["schedule"]["p000"]["lambda1"] == 0.2  # λ1 at the start of training
+    curve = (project / "results/phase3/live/fused/plots/metrics/lambda/lambda1.tsv").read_text().splitlines()
+    assert float(curve[1].split("\t")[1]) == pytest.approx(0.2)  # Phase 3 trained with the new λ1
     shown = run_tool(project, "dvc", "exp", "show", "--no-pager", "--json").stdout
     assert "lambda.early" in shown or '"early": 0.2' in shown
 

@@ -121,3 +121,36 @@ def test_control_without_specialists_has_no_routing():
     assert rollouts.decision is None and torch.count_nonzero(rollouts.rewards["r_parallel"]) == 0
     loss, _, stats = token_loss(control, batch, forward, rollouts, settings, 0.2)
     assert stats.tokens == 2 * 20 and torch.isfinite(loss)
+
+
+def test_distinct_routings_forward_equals_k_separate_copies():
+    from aegir.rl.parl import policy_forward
+    from aegir.swarm.orchestrator import repeat_batch, select_encoded
+
+    orch, _ = orchestrator()
+    open_gates(orch, seed=2)
+    batch = make_batch(MORE_TABLES, **LABELLED)
+    K, B = 3, 4
+    fast = policy_forward(orch, batch, K, generator=torch.Generator().manual_seed(1))
+    mask = fast.decision.activation_mask
+    assert len(torch.unique(mask.view(K, B, 3).long() @ torch.tensor([1, 2, 4]), dim=None)) >= 2
+    rows = torch.arange(B).repeat(K)
+    encoded = orch.encode(batch)
+    state = orch.fuse(fast.reads, mask, rows)
+    slow = orch.primary.forward_from_encoded(repeat_batch(batch, K), select_encoded(encoded, rows), state)
+    g = torch.Generator().manual_seed(3)
+    weights = torch.randn(slow.cta_logits.shape, generator=g)
+    params = [p for p in orch.trainable_parameters().values()]
+
+    def grads(out):
+        value = (out.cta_logits * weights).sum() + out.cpa_logits.sum() + out.ratio_loss
+        return torch.autograd.grad(value, params, allow_unused=True)
+
+    assert torch.allclose(fast.output.cta_logits, slow.cta_logits, atol=1e-5)
+    assert torch.allclose(fast.output.cpa_logits, slow.cpa_logits, atol=1e-5)
+    assert torch.allclose(fast.output.ratio_loss, slow.ratio_loss, atol=1e-6)
+    for a, b, p in zip(grads(fast.output), grads(slow), params):
+        if a is None or b is None:
+            assert a is None and b is None
+            continue
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-5), float((a - b).abs().max())

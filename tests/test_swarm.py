@@ -19,7 +19,7 @@ from aegir.swarm.critical import (
 from aegir.swarm.fusion import RWKVStateFusion, state_survival
 from aegir.swarm.orchestrator import build_orchestrator, fused_state_one_at_a_time
 from aegir.swarm.router import RouterDecision, cap_decision
-from aegir.swarm.specialist import AlignmentProjection, FrozenSpecialist, alignment_for
+from aegir.swarm.specialist import AlignmentProjection, FrozenSpecialist
 from test_model import TABLES, make_batch
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

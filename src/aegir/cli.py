@@ -39,7 +39,8 @@ def main() -> None:
 @main.command()
 @click.argument("table", type=click.Path(path_type=Path))
 @click.option("--checkpoint", "-c", default=DEFAULT_CHECKPOINT, show_default=True,
-              type=click.Path(path_type=Path), help="checkpoint directory (model.safetensors + config.json)")
+              type=click.Path(path_type=Path), help="checkpoint directory (model.safetensors + config.json): a Phase 1 model, "
+                   "models/phase3 (the orchestrator with its specialists) or models/phase3/control")
 @click.option("--json", "as_json", is_flag=True, help="print machine-readable JSON")
 @click.option("--top-k", "-k", default=1, show_default=True, type=click.IntRange(1, 20),
               help="labels shown per column, best first")
@@ -47,7 +48,8 @@ def annotate(table: Path, checkpoint: Path, as_json: bool, top_k: int) -> None:
     """Annotate TABLE (CSV, Parquet, JSON lines or SOTAB .json.gz) with the trained model.
 
     Column 0 is taken as the table's subject: every other column gets the CPA relation of
-    column 0 to it.
+    column 0 to it. With an orchestrator checkpoint (models/phase3) it also prints which frozen
+    specialists the router activated for the table and the critical steps that took.
     """
     from aegir.inference import annotate_table, format_annotations
 

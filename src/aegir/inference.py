@@ -6,8 +6,12 @@ recorded in its config.json), so what the model reads at inference matches what 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
+import torch
 
 from aegir.config import SPLITS, PrepareConfig, build
 from aegir.data.dataset import Example, examples_from_tables, load_examples
@@ -18,12 +22,41 @@ from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.checkpoint import load_checkpoint
 
 
-def load_for_inference(checkpoint: Path):
-    """(model in eval mode, PrepareConfig the model was trained with)."""
-    model, config = load_checkpoint(checkpoint)
-    model.eval()
-    prepare = build(PrepareConfig, config.get("params", {}).get("prepare", {}), f"{checkpoint}/config.json: prepare")
-    return model, prepare
+@dataclass
+class Annotator:
+    """A checkpoint ready to predict: a plain Phase 1 model, or a Phase 3 orchestrator (its
+    routed forward, with the specialists it may activate)."""
+
+    model: torch.nn.Module
+    prepare: PrepareConfig  # how the checkpoint's training data was serialized
+    specialists: list[str] = field(default_factory=list)  # empty for a plain model
+    forward: Callable | None = None  # what `predict` calls per batch (None: the model)
+
+    def steps(self, activation) -> dict[str, int]:
+        """Critical and total layer-steps of one table's routed forward."""
+        from aegir.swarm.critical import critical_steps, orchestrator_stages, total_steps
+
+        stages = orchestrator_stages(self.model.primary.config, [s.config for s in self.model.specialists],
+                                     [bool(x) for x in activation])
+        return {"critical_steps": critical_steps(stages), "total_steps": total_steps(stages)}
+
+
+def load_for_inference(checkpoint: Path) -> Annotator:
+    """A plain model checkpoint (`models/phase1/<agent>`, `models/phase3/control`) or an
+    orchestrator checkpoint (`models/phase3`, with its frozen specialists), in eval mode."""
+    from aegir.swarm.checkpoint import is_orchestrator_checkpoint, load_orchestrator
+
+    if is_orchestrator_checkpoint(checkpoint):
+        orch, config = load_orchestrator(checkpoint)
+        annotator = Annotator(orch, _prepare_of(config, checkpoint), list(orch.specialist_names), orch.annotate)
+    else:
+        model, config = load_checkpoint(checkpoint)
+        annotator = Annotator(model.eval(), _prepare_of(config, checkpoint))
+    return annotator
+
+
+def _prepare_of(config: dict, checkpoint: Path) -> PrepareConfig:
+    return build(PrepareConfig, config.get("params", {}).get("prepare", {}), f"{checkpoint}/config.json: prepare")
 
 
 def _examples(tables, prepare: PrepareConfig, where: Path) -> list[Example]:
@@ -37,9 +70,9 @@ def annotate_table(path: Path, checkpoint: Path, top_k: int = 1) -> dict:
     table = read_user_table(path)
     if table.num_columns == 0 or table.num_rows == 0:
         raise DataError(path, "the table is empty (no columns or no rows)")
-    model, prepare = load_for_inference(checkpoint)
-    example = _examples([table], prepare, path)[0]
-    prediction = predict(model, [example], top_k=top_k)[0]
+    annotator = load_for_inference(checkpoint)
+    example = _examples([table], annotator.prepare, path)[0]
+    prediction = predict(annotator.model, [example], top_k=top_k, forward=annotator.forward)[0]
     cta, cpa = cta_vocab().labels, cpa_vocab().labels
     columns = []
     for c in range(table.num_columns):
@@ -53,7 +86,14 @@ def annotate_table(path: Path, checkpoint: Path, top_k: int = 1) -> dict:
             "cpa": None if c == 0 else [{"label": cpa[i], "confidence": round(float(p), 4)}
                                         for i, p in zip(prediction.cpa_ids[c], prediction.cpa_probs[c])],
         })
-    return {"table": str(path), "checkpoint": str(checkpoint), "rows": table.num_rows, "columns": columns}
+    result = {"table": str(path), "checkpoint": str(checkpoint), "rows": table.num_rows, "columns": columns}
+    if annotator.specialists:
+        result["specialists"] = {
+            "activated": [n for n, on in zip(annotator.specialists, prediction.activation) if on],
+            "available": annotator.specialists,
+            **annotator.steps(prediction.activation),
+        }
+    return result
 
 
 def format_annotations(result: dict) -> str:
@@ -65,6 +105,10 @@ def format_annotations(result: dict) -> str:
         rows.append((str(col["index"]), (col["name"] or "")[:24], cta, cpa, " | ".join(col["sample"])[:48]))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = [f"{result['table']}: {len(result['columns'])} columns, {result['rows']} rows (column 0 is the subject)"]
+    if "specialists" in result:
+        s = result["specialists"]
+        lines.append(f"specialists activated: {', '.join(s['activated']) or 'none'} (of {', '.join(s['available'])}); "
+                     f"{s['critical_steps']} critical steps, {s['total_steps']} total")
     for n, row in enumerate(rows):
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4])
         if n == 0:
@@ -85,7 +129,7 @@ def evaluate_checkpoint(checkpoint: Path, data: Path, splits: Sequence[str] = ()
         raise DataError(data, f"unknown split(s) {unknown}; known: {', '.join(SPLITS)}")
     from aegir.data.tables import read_sotab
 
-    model, prepare = load_for_inference(checkpoint)
+    annotator = load_for_inference(checkpoint)
     prepared = _is_prepared(data)
     if not splits:
         splits = [s for s in SPLITS if split_path(data, s).is_file()] if prepared else SPLITS
@@ -94,8 +138,14 @@ def evaluate_checkpoint(checkpoint: Path, data: Path, splits: Sequence[str] = ()
         if prepared:
             examples = load_examples(data, split)
         else:  # a SOTAB V2 directory, serialized as the checkpoint's training data was
-            examples = _examples(read_sotab(data, split), prepare, data)
-        results[split] = score(examples, predict(model, examples))
+            examples = _examples(read_sotab(data, split), annotator.prepare, data)
+        predictions = predict(annotator.model, examples, forward=annotator.forward)
+        results[split] = score(examples, predictions)
+        if annotator.specialists:
+            activation = np.array([p.activation for p in predictions], dtype=bool).reshape(-1, len(annotator.specialists))
+            results[split]["activation_rate"] = {
+                name: round(float(activation[:, s].mean()), 4) if len(activation) else 0.0
+                for s, name in enumerate(annotator.specialists)}
     return results
 
 
@@ -104,4 +154,9 @@ def format_scores(scores: dict[str, dict]) -> str:
     for split, s in scores.items():
         lines.append(f"{split:<22} {s['cta']['micro_f1']:>9.2f} {s['cta']['macro_f1']:>9.2f} {s['cta']['support']:>6}"
                      f"   {s['cpa']['micro_f1']:>9.2f} {s['cpa']['macro_f1']:>9.2f} {s['cpa']['support']:>6}")
+    routed = {split: s["activation_rate"] for split, s in scores.items() if "activation_rate" in s}
+    if routed:
+        lines.append("share of tables that activated each specialist:")
+        for split, rates in routed.items():
+            lines.append(f"  {split:<20} " + "  ".join(f"{name} {rate:.2f}" for name, rate in rates.items()))
     return "\n".join(lines)

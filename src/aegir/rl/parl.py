@@ -26,18 +26,26 @@ plain policy gradient), later epochs re-run the forward on the same decisions an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 
 from aegir.data.batch import IGNORE_INDEX, Batch
 from aegir.model.aegir import AegirOutput
+from aegir.model.chunking import ratio_loss
 from aegir.model.rwkv import LayerState
 from aegir.rl.ppo import PPOStats, clipped_token_loss, group_advantages
-from aegir.rl.rewards import RewardConfig, annotated_columns, combine, r_finish, r_parallel, r_perf
+from aegir.rl.rewards import (
+    RewardConfig,
+    annotated_columns,
+    combine,
+    r_finish,
+    r_parallel,
+    r_perf,
+)
 from aegir.swarm.critical import critical_steps, orchestrator_stages
-from aegir.swarm.orchestrator import SwarmOrchestrator, repeat_batch, repeat_encoded
+from aegir.swarm.orchestrator import SwarmOrchestrator, repeat_batch, select_encoded
 from aegir.swarm.router import RouterDecision
 
 
@@ -105,11 +113,19 @@ def policy_forward(orch: SwarmOrchestrator, batch: Batch, rollouts: int, *,
     The primary's prefix runs once for the B tables and is shared by the K copies. Without
     `decision` the routing is sampled (then capped); with it, it is re-scored. Without `reads`
     the specialists read the tables some rollout chose (each specialist one batched call).
+
+    Rollouts of a table that made the same routing have the same forward (only the labels
+    sampled from it differ), so the rest of the forward runs once per distinct (table,
+    routing) and is indexed out to the K·B rows: the same values and, through the indexing,
+    the same gradients as K separate copies. (The control, with no routing, runs each table
+    once.)
     """
     K, B = rollouts, batch.batch_size
+    device = batch.byte_ids.device
     encoded = orch.encode(batch)
-    rows = torch.arange(B, device=batch.byte_ids.device).repeat(K)  # (K·B,): the table of each row
-    state, log_prob = None, None
+    rows = torch.arange(B, device=device).repeat(K)  # (K·B,): the table of each row
+    key = rows.clone()
+    log_prob = None
     if orch.num_specialists:
         hidden = orch.routing_hidden(batch, encoded)[rows]  # (K·B, D)
         if decision is None:
@@ -118,8 +134,22 @@ def policy_forward(orch: SwarmOrchestrator, batch: Batch, rollouts: int, *,
         if reads is None:
             chosen = decision.activation_mask.view(K, B, -1).any(0)  # (B, S)
             reads = orch.read_specialists(batch, chosen)
-        state = orch.fuse(reads, decision.activation_mask, rows)
-    output = orch.primary.forward_from_encoded(repeat_batch(batch, K), repeat_encoded(encoded, K), state)
+        bits = decision.activation_mask.long() << torch.arange(orch.num_specialists, device=device)
+        key = rows * 2 ** orch.num_specialists + bits.sum(-1)
+    distinct, inverse = torch.unique(key, sorted=True, return_inverse=True)
+    first = torch.full((len(distinct),), K * B, device=device).scatter_reduce(
+        0, inverse, torch.arange(K * B, device=device), reduce="amin")  # a row of each distinct forward
+    table = rows[first]
+    state = orch.fuse(reads, decision.activation_mask[first], table) if orch.num_specialists else None
+    distinct_out = orch.primary.forward_from_encoded(batch.select(table), select_encoded(encoded, table), state)
+    output = replace(
+        distinct_out,
+        cta_logits=distinct_out.cta_logits[inverse], cpa_logits=distinct_out.cpa_logits[inverse],
+        column_vectors=distinct_out.column_vectors[inverse],
+        # the chunker's loss is a function of the shared prefix: over the B tables, as K copies would give
+        ratio_loss=ratio_loss(encoded.routing.boundary_mask, encoded.routing.boundary_prob,
+                              orch.primary.config.target_compression, batch.byte_mask),
+        main_final_state=[state_.select(inverse) for state_ in distinct_out.main_final_state])
     return PolicyForward(output=output, decision=decision, routing_log_prob=log_prob, reads=reads)
 
 

@@ -79,7 +79,6 @@ from aegir.data.prepared import split_path
 from aegir.errors import AegirError, DataError, check_config
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.aegir import AegirModel
-from aegir.model.checkpoint import load_checkpoint
 from aegir.rl.checks import (
     check_range,
     corruption_curve,
@@ -102,6 +101,7 @@ from aegir.rl.rewards import (
 )
 from aegir.swarm.ensemble import all_routings, routed_argmax, routing_index
 from aegir.swarm.router import SpecialistRouter
+from aegir.swarm.specialist import load_agents as load_phase1_agents
 
 MAX_EXACT_SPECIALISTS = 10  # r_perf's expectation enumerates 2^S routings per table
 
@@ -155,13 +155,7 @@ def load_agents(params: Params, models_dir: Path) -> tuple[AegirModel, dict[str,
     check_config(len(names) >= 1, "agents", "phase2 needs at least one specialist besides 'primary'")
     check_config(len(names) <= MAX_EXACT_SPECIALISTS, "agents",
            f"phase2 enumerates the 2^S routings of a table; S = {len(names)} > {MAX_EXACT_SPECIALISTS}")
-    models = {}
-    for name in ["primary", *names]:
-        model, _ = load_checkpoint(models_dir / name)
-        if model.config.n_cta != len(cta_vocab()) or model.config.n_cpa != len(cpa_vocab()):
-            raise DataError(models_dir / name, f"heads of {model.config.n_cta}/{model.config.n_cpa} classes, "
-                                               f"expected {len(cta_vocab())}/{len(cpa_vocab())} (CTA/CPA)")
-        models[name] = model
+    models = load_phase1_agents(models_dir, ["primary", *names])
     primary = models.pop("primary")
     return primary, models
 

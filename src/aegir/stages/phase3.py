@@ -26,13 +26,16 @@ Outputs:
               `control/` (a plain model checkpoint of the control's primary)
   --metrics   metrics.json (DVC metrics: `phase1`, `control`, `fused`, `ensemble` in Phase 1's
               layout, `routing`, `critical_steps`), report.json (specialist slices, state
-              survival, per-stage wall clock, settings), live/fused and live/control (DVCLive)
+              survival, routing detail, settings), timing.json (wall clock of each run and of
+              each stage of the routed forward: the only output a rerun does not reproduce),
+              live/fused and live/control (DVCLive curves)
   --state     resume state of each run
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import shutil
 import time
@@ -49,7 +52,7 @@ from aegir import atomic
 from aegir.config import EVAL_SPLITS, SPLITS, Params, load_params
 from aegir.data.dataset import Example, collate, length_grouped_batches, load_examples
 from aegir.data.prepared import fingerprint as data_fingerprint
-from aegir.errors import AegirError, ConfigError, check_config
+from aegir.errors import AegirError, DataError, check_config
 from aegir.eval.predict import TablePrediction, predict, score
 from aegir.eval.routing import routing_stats, slice_scores, slices_beaten
 from aegir.labels import cpa_vocab, cta_vocab
@@ -61,8 +64,12 @@ from aegir.swarm.checkpoint import save_orchestrator
 from aegir.swarm.critical import critical_steps, orchestrator_stages, total_steps
 from aegir.swarm.ensemble import ensemble_output
 from aegir.swarm.fusion import state_survival
-from aegir.swarm.orchestrator import OrchestratorOutput, SwarmOrchestrator, build_orchestrator
-from aegir.swarm.specialist import checkpoint_fingerprint
+from aegir.swarm.orchestrator import (
+    OrchestratorOutput,
+    SwarmOrchestrator,
+    build_orchestrator,
+)
+from aegir.swarm.specialist import checkpoint_fingerprint, load_agents
 from aegir.train.resume import TrainingProgress, fingerprint, load_state, save_state
 from aegir.train.schedule import learning_rate
 
@@ -435,18 +442,12 @@ def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: A
 
 
 def load_phase1(params: Params, models_dir: Path) -> tuple[AegirModel, dict[str, AegirModel], dict[str, Path]]:
-    """The Phase 1 primary and the frozen specialists named in `phase3.specialists`."""
+    """The Phase 1 primary, the frozen specialists named in `phase3.specialists`, their dirs."""
     cfg: Phase3Config = params.phase3
     unknown = [name for name in cfg.specialists if name not in params.agents]
     check_config(not unknown, "phase3.specialists", f"unknown agent(s) {unknown}; known: {', '.join(params.agents)}")
-    primary, _ = load_checkpoint(models_dir / "primary")
-    dirs = {name: models_dir / name for name in cfg.specialists}
-    specialists = {name: load_checkpoint(path)[0] for name, path in dirs.items()}
-    for name, model in {"primary": primary, **specialists}.items():
-        if model.config.n_cta != len(cta_vocab()) or model.config.n_cpa != len(cpa_vocab()):
-            raise ConfigError(f"{models_dir / name}: heads of {model.config.n_cta}/{model.config.n_cpa} classes, "
-                              f"expected {len(cta_vocab())}/{len(cpa_vocab())} (CTA/CPA)")
-    return primary, specialists, dirs
+    primary = load_agents(models_dir, ["primary"])["primary"]
+    return primary, load_agents(models_dir, list(cfg.specialists)), {name: models_dir / name for name in cfg.specialists}
 
 
 def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics_dir: Path,
@@ -478,11 +479,11 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
 
     metrics, report = evaluate_all(fused, control, phase1.eval(), specialists, data_dir, cfg)
     metrics["steps"] = cfg.steps
-    metrics["train_seconds"] = {name: s["seconds"] for name, s in summaries.items()}
-    report["runs"] = summaries
-    report["stage_seconds_per_table"] = stage_seconds(fused, valid, cfg.eval_batch_size)
     report["state_survival"] = measure_survival(fused, valid[:cfg.survival_tables])
     report["settings"] = base
+    # wall clock is the one thing a rerun does not reproduce: it lives in its own file
+    timing = {"runs": summaries, "stage_seconds_per_table": stage_seconds(fused, valid, cfg.eval_batch_size),
+              "torch_threads": torch.get_num_threads()}
 
     if accelerator.is_main_process:
         extra = {"params": {"phase3": asdict(cfg), "prepare": asdict(params.prepare)},
@@ -494,8 +495,23 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
         # (specialist paths are relative to the staging directory, a sibling of out_dir: the
         # same relative paths hold once it is renamed into place)
         atomic.write_json(metrics_dir / "report.json", report)
+        atomic.write_json(metrics_dir / "timing.json", timing)
         atomic.write_json(metrics_dir / "metrics.json", metrics)
     return metrics
+
+
+def require_validated_rewards(report_path: Path) -> None:
+    """Phase 3 optimises the rewards Phase 2 validated: refuse to train on a failed report."""
+    try:
+        report = json.loads(report_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(report_path, "Phase 2's reward report is missing (run `dvc repro phase2` first)") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataError(report_path, f"not a valid Phase 2 report: {exc}") from None
+    if not isinstance(report, dict) or report.get("passed") is not True:
+        failed = report.get("failed") if isinstance(report, dict) else None
+        raise DataError(report_path, f"Phase 2's reward checks did not pass (failed: {failed}); PARL would "
+                                     f"optimise rewards that do not measure what they claim")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -503,12 +519,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--data", default="data/prepared")
     parser.add_argument("--models", default="models/phase1", help="Phase 1 checkpoints, one directory per agent")
+    parser.add_argument("--rewards-report", default="results/phase2/report.json",
+                        help="Phase 2's report: PARL trains only on rewards whose checks passed")
     parser.add_argument("--out", default="models/phase3", help="orchestrator checkpoint (+ control/)")
     parser.add_argument("--metrics", default="results/phase3", help="metrics.json, report.json, live/")
     parser.add_argument("--state", default="state/phase3", help="resume state of each run")
     args = parser.parse_args(argv)
     try:
         params = load_params(args.params)
+        require_validated_rewards(Path(args.rewards_report))
         metrics = run(params, Path(args.data), Path(args.models), Path(args.out), Path(args.metrics),
                       Path(args.state))
     except AegirError as exc:

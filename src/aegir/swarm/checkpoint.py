@@ -24,10 +24,16 @@ from pathlib import Path
 
 import torch
 
-from aegir.model.checkpoint import (
-    CONFIG_FILE, WEIGHTS_FILE, CheckpointError, load_checkpoint, load_weights, read_checkpoint, write_checkpoint,
-)
 from aegir.model.aegir import AegirModel
+from aegir.model.checkpoint import (
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    CheckpointError,
+    load_checkpoint,
+    load_weights,
+    read_checkpoint,
+    write_checkpoint,
+)
 from aegir.swarm.orchestrator import SwarmOrchestrator, build_orchestrator
 from aegir.swarm.specialist import checkpoint_fingerprint
 

@@ -54,15 +54,14 @@ class OrchestratorOutput:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def repeat_encoded(encoded: EncoderOutput, times: int) -> EncoderOutput:
-    """The prefix of a batch repeated `times` times along the batch (rollouts of one batch share
-    one encoder pass; gradients flow back into it from every copy)."""
+def select_encoded(encoded: EncoderOutput, rows: torch.Tensor) -> EncoderOutput:
+    """The prefix of the batch rows at `rows` (1-D long; rows may repeat: rollouts of one table
+    share its encoder pass, and gradients flow back into it from every copy)."""
     r = encoded.routing
     return EncoderOutput(
-        hidden=encoded.hidden.repeat(times, 1, 1),
-        routing=RoutingOutput(boundary_prob=r.boundary_prob.repeat(times, 1),
-                              boundary_mask=r.boundary_mask.repeat(times, 1),
-                              selected_prob=r.selected_prob.repeat(times, 1)),
+        hidden=encoded.hidden[rows],
+        routing=RoutingOutput(boundary_prob=r.boundary_prob[rows], boundary_mask=r.boundary_mask[rows],
+                              selected_prob=r.selected_prob[rows]),
     )
 
 

@@ -30,7 +30,12 @@ import torch.nn as nn
 
 from aegir.data.batch import Batch
 from aegir.model.aegir import AegirModel
-from aegir.model.checkpoint import CONFIG_FILE, WEIGHTS_FILE, CheckpointError, load_checkpoint
+from aegir.model.checkpoint import (
+    CONFIG_FILE,
+    WEIGHTS_FILE,
+    CheckpointError,
+    load_checkpoint,
+)
 from aegir.model.chunking import chunk
 from aegir.model.rwkv import LayerState
 
@@ -146,11 +151,17 @@ def alignment_for(specialist: AegirModel, primary: AegirModel) -> AlignmentProje
                                p.d_model // p.head_size, p.head_size, p.main_layers)
 
 
-def load_specialists(models_dir: str | Path, names: list[str]) -> dict[str, tuple[AegirModel, str]]:
-    """name → (model in eval mode, checkpoint fingerprint) for `models_dir/<name>/` each."""
-    out = {}
+def load_agents(models_dir: str | Path, names: list[str]) -> dict[str, AegirModel]:
+    """name → the Phase 1 model at `models_dir/<name>/`, in eval mode, each checked to carry
+    heads over the fixed label vocabularies (a `CheckpointError` naming it otherwise)."""
+    from aegir.labels import cpa_vocab, cta_vocab
+
+    models = {}
     for name in names:
         directory = Path(models_dir) / name
         model, _ = load_checkpoint(directory)
-        out[name] = (model, checkpoint_fingerprint(directory))
-    return out
+        if model.config.n_cta != len(cta_vocab()) or model.config.n_cpa != len(cpa_vocab()):
+            raise CheckpointError(directory, f"heads of {model.config.n_cta}/{model.config.n_cpa} classes, "
+                                             f"expected {len(cta_vocab())}/{len(cpa_vocab())} (CTA/CPA)")
+        models[name] = model
+    return models

@@ -1,0 +1,139 @@
+"""The phase3 stage on tiny settings: determinism, resume after SIGKILL, outputs, bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, TINY_PARAMS_OVERRIDE, deep_update, tool_env
+
+pytestmark = pytest.mark.e2e
+
+OUTPUTS = ("model/model.safetensors", "model/config.json", "model/control/model.safetensors",
+           "metrics/metrics.json", "metrics/report.json")
+
+
+def run_module(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", *args], cwd=root, env=tool_env(ROOT), capture_output=True,
+                          text=True, timeout=900)
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def tiny_phase1(tmp_path_factory):
+    """Tiny params, prepared data, the three Phase 1 agents and Phase 2's report."""
+    root = tmp_path_factory.mktemp("phase3")
+    params = deep_update(yaml.safe_load((ROOT / "params.yaml").read_text()), TINY_PARAMS_OVERRIDE)
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    run_module(root, "aegir.stages.prepare", "--params", "params.yaml", "--out", "data", "--stats", "stats.json")
+    for agent in params["agents"]:
+        run_module(root, "aegir.stages.phase1", "--agent", agent, "--params", "params.yaml", "--data", "data",
+                   "--out", f"models/{agent}", "--metrics", f"p1/{agent}", "--state", f"p1state/{agent}")
+    run_module(root, "aegir.stages.phase2", "--params", "params.yaml", "--data", "data", "--models", "models",
+               "--out", "p2")
+    return root
+
+
+def phase3_args(run: str, params: str = "params.yaml") -> list[str]:
+    return ["aegir.stages.phase3", "--params", params, "--data", "data", "--models", "models",
+            "--rewards-report", "p2/report.json", "--out", f"{run}/model", "--metrics", f"{run}/metrics",
+            "--state", f"{run}/state"]
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_two_runs_are_byte_identical_and_report_every_variant(tiny_phase1):
+    run_module(tiny_phase1, *phase3_args("a"))
+    run_module(tiny_phase1, *phase3_args("b"))
+    for rel in OUTPUTS:
+        assert digest(tiny_phase1 / "a" / rel) == digest(tiny_phase1 / "b" / rel), rel
+    metrics = json.loads((tiny_phase1 / "a/metrics/metrics.json").read_text())
+    for variant in ("phase1", "control", "fused", "ensemble"):
+        for task in ("cta", "cpa"):
+            assert set(metrics[variant][task]) >= {"valid", "test", "corner_cases"}
+            assert set(metrics[variant][task]["test"]) == {"micro_f1", "macro_f1", "support"}
+    assert set(metrics["routing"]["activation_rate"]) == {"primary", "places", "media"}
+    assert metrics["critical_steps"]["primary_only"] == 4  # tiny: 1 encoder + 1 main + 1 decoder + 1 context
+    # the Phase 1 variant is the Phase 1 model: the same F1 as its own stage reported
+    own = json.loads((tiny_phase1 / "p1/primary/metrics.json").read_text())
+    assert metrics["phase1"]["cta"]["test"] == own["cta"]["test"]
+    report = json.loads((tiny_phase1 / "a/metrics/report.json").read_text())
+    assert set(report["specialists_beat_primary"]) == {"primary", "places", "media"}
+    survival = report["state_survival"]["share_by_layer_and_column"]
+    assert len(survival) == 1 and all(0.0 <= x <= 1.0 + 1e-6 for x in survival[0])
+    timing = json.loads((tiny_phase1 / "a/metrics/timing.json").read_text())
+    assert timing["runs"]["fused"]["steps"] == TINY_PARAMS_OVERRIDE["phase3"]["steps"]
+    curves = tiny_phase1 / "a/metrics/live/fused/plots/metrics"
+    for name in ("reward/r_perf", "reward/r_parallel", "reward/r_finish", "lambda/lambda1", "lambda/lambda2",
+                 "ppo/epsilon", "ppo/clip_fraction", "ppo/approx_kl", "budget/cap", "steps/critical",
+                 "routing/activation_rate/places", "valid/cta_micro_f1"):
+        assert (curves / f"{name}.tsv").is_file(), name
+    assert not (tiny_phase1 / "a/metrics/live/control/plots/metrics/routing").exists()  # no routing in the control
+    # the control is a plain checkpoint; the orchestrator names its specialists by fingerprint
+    config = json.loads((tiny_phase1 / "a/model/config.json").read_text())
+    names = [s["name"] for s in config["orchestrator"]["specialists"]]
+    assert names == ["primary", "places", "media"]
+    assert all(len(s["fingerprint"]) == 64 for s in config["orchestrator"]["specialists"])
+
+
+def test_killed_run_resumes_to_the_same_result(tiny_phase1):
+    if not (tiny_phase1 / "a/model/model.safetensors").exists():
+        run_module(tiny_phase1, *phase3_args("a"))
+    proc = subprocess.Popen([sys.executable, "-m", *phase3_args("killed")], cwd=tiny_phase1, env=tool_env(ROOT),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    state = tiny_phase1 / "killed/state/fused/state.json"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if state.is_file() and json.loads(state.read_text())["step"] >= 3:
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert not (tiny_phase1 / "killed/model").exists()
+    resumed = run_module(tiny_phase1, *phase3_args("killed"))
+    assert "resuming phase3 fused at step 3" in resumed.stdout + resumed.stderr
+    for rel in OUTPUTS:
+        assert digest(tiny_phase1 / "killed" / rel) == digest(tiny_phase1 / "a" / rel), rel
+
+
+def test_bad_inputs_fail_clearly(tiny_phase1):
+    params = yaml.safe_load((tiny_phase1 / "params.yaml").read_text())
+    bad = deep_update(params, {"phase3": {"specialists": ["primary", "nobody"]}})
+    (tiny_phase1 / "bad.yaml").write_text(yaml.safe_dump(bad, sort_keys=False))
+    proc = run_module(tiny_phase1, *phase3_args("bad", "bad.yaml"), check=False)
+    assert proc.returncode == 2 and "phase3.specialists: unknown agent(s) ['nobody']" in proc.stderr
+    (tiny_phase1 / "failed.json").write_text(json.dumps({"passed": False, "failed": ["r_perf.ascent"]}))
+    args = phase3_args("bad")
+    args[args.index("p2/report.json")] = "failed.json"
+    proc = run_module(tiny_phase1, *args, check=False)
+    assert proc.returncode == 2 and "failed.json: Phase 2's reward checks did not pass" in proc.stderr
+    assert "['r_perf.ascent']" in proc.stderr
+    assert not (tiny_phase1 / "bad").exists()  # nothing half-written
+    # a specialist checkpoint that is not one
+    (tiny_phase1 / "models_broken/primary").mkdir(parents=True)
+    for agent in ("primary", "places"):
+        target = tiny_phase1 / "models_broken" / agent
+        target.mkdir(exist_ok=True)
+        for f in (tiny_phase1 / "models" / agent).iterdir():
+            (target / f.name).write_bytes(f.read_bytes())
+    (tiny_phase1 / "models_broken/media").mkdir()
+    (tiny_phase1 / "models_broken/media/model.safetensors").write_bytes(b"\x80\x04not safetensors")
+    (tiny_phase1 / "models_broken/media/config.json").write_text((tiny_phase1 / "models/media/config.json").read_text())
+    args = phase3_args("bad")
+    args[args.index("models")] = "models_broken"
+    proc = run_module(tiny_phase1, *args, check=False)
+    assert proc.returncode == 2 and "models_broken/media/model.safetensors: not a readable safetensors file" in proc.stderr
