@@ -275,7 +275,8 @@ def banks() -> list[Group]:
     groups: list[Group] = []
     for country in sorted(registry.get_countries()):
         rows = sorted(({"name": b.name, "bic": b.bic, "bank_code": b.bank_code, "country": country}
-                       for b in registry.get_banks_by_country(country) if b.primary and b.bic and b.name),
+                       for b in registry.get_banks_by_country(country)
+                       if b.primary and b.bic and b.name and b.bank_code),
                       key=lambda r: (r["bank_code"], r["bic"], r["name"]))
         if len(rows) >= MIN_ROWS:
             groups.append(Group(country, tuple(rows[:MAX_ROWS])))
