@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 from dataclasses import asdict
@@ -271,4 +270,3 @@ def test_phase1_never_trains_on_the_real_split_and_reports_it(prepared, tmp_path
 def test_real_dev_help_explains_itself():
     result = CliRunner().invoke(main, ["real-dev", "--help"])
     assert result.exit_code == 0 and "SOTAB V2 directory" in result.output
-    assert os.path.basename(str(mapping_dir())) == "real"

@@ -176,13 +176,16 @@ def countries() -> list[Group]:
             "first_week_day": _first_week_day(iso["alpha2"]),
         })
     records.sort(key=lambda r: (r["region"], r["name"]))
-    sizes = defaultdict(int)
+    sizes: dict[str, int] = defaultdict(int)
     for r in records:
-        sizes[r["subregion"].lower()] += 1
-    key = lambda r: slug(r["subregion"] if sizes[r["subregion"].lower()] >= MIN_ROWS else f"{r['region']} other")
+        sizes[r["subregion"].lower()] += 1  # lower(): the data spells one subregion two ways
+
+    def group_name(r: Record) -> str:
+        return slug(r["subregion"] if sizes[r["subregion"].lower()] >= MIN_ROWS else f"{r['region']} other")
+
     groups: list[Group] = []
-    for name, rows in _grouped(records, lambda r: key(r).lower()).items():
-        groups += chunked_groups(key(rows[0]), rows)
+    for rows in _grouped(records, lambda r: group_name(r).lower()).values():
+        groups += chunked_groups(group_name(rows[0]), rows)
     return groups
 
 
