@@ -83,7 +83,8 @@ def test_evaluate_prepared_data_writes_json(tmp_path, checkpoint, prepared):
     result = invoke("evaluate", "--checkpoint", checkpoint, "--data", prepared, "--out", out)
     assert result.exit_code == 0, result.output
     scores = json.loads(out.read_text())
-    assert set(scores) == {"train", "valid", "test", "corner_cases", "missing_values", "format_heterogeneity"}
+    assert set(scores) == {"train", "valid", "test", "corner_cases", "missing_values", "format_heterogeneity",
+                           "real"}
     assert scores["test"]["cta"]["support"] > 0
     assert "corner_cases" in result.output
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from aegir.config import SPLITS, load_params, parse_params
+from aegir.config import SOURCE_SPLITS, load_params, parse_params
 from aegir.errors import ConfigError
 from conftest import ROOT
 
@@ -13,7 +13,7 @@ from conftest import ROOT
 def test_project_params_parse():
     params = load_params(ROOT / "params.yaml")
     assert params.prepare.source == "synthetic"
-    assert all(params.synthetic.tables_in(split) > 0 for split in SPLITS)
+    assert all(params.synthetic.tables_in(split) > 0 for split in SOURCE_SPLITS)
     assert isinstance(params.synthetic.locales, tuple)
 
 

@@ -39,3 +39,15 @@ def test_macro_only_over_gold_labels():
 def test_length_mismatch_is_an_error():
     with pytest.raises(ValueError):
         f1_scores(["a"], [])
+
+
+def test_confusions_count_what_each_gold_label_was_taken_for():
+    from aegir.eval.metrics import confusions
+
+    gold = ["Date", "Date", "Date", "Date", "Country", None]
+    pred = ["Date", "Number", "Number", "DateTime", "Country", "Date"]
+    table = confusions(gold, pred, top=1)
+    assert table["Date"] == {"support": 4, "correct": 1, "f1": per_label_f1(gold, pred)["Date"]["f1"],
+                             "mistakes": [["Number", 2]]}
+    assert table["Country"]["mistakes"] == [] and table["Country"]["correct"] == 1
+    assert set(table) == {"Date", "Country"}  # unscored targets (gold None) are not counted

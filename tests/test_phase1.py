@@ -57,7 +57,8 @@ def test_same_seed_gives_byte_identical_checkpoint_and_metrics(tiny_setup):
         assert digest(tiny_setup / "a" / rel) == digest(tiny_setup / "b" / rel), rel
     metrics = json.loads((tiny_setup / "a/metrics/metrics.json").read_text())
     assert metrics["steps"] == 8
-    assert set(metrics["cta"]) == {"valid", "test", "corner_cases", "missing_values", "format_heterogeneity"}
+    assert set(metrics["cta"]) == {"valid", "test", "corner_cases", "missing_values", "format_heterogeneity",
+                                   "real"}
     config = json.loads((tiny_setup / "a/model/config.json").read_text())
     assert len(config["vocab"]["cta"]) == 82 and len(config["vocab"]["cpa"]) == 108
     assert set(config["data_fingerprint"]) >= {"train", "valid"}

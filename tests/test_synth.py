@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from aegir.config import SPLITS, SyntheticConfig
+from aegir.config import SOURCE_SPLITS, SyntheticConfig
 from aegir.data.synth import (
     DOMAIN_NAMES,
     DOMAINS,
@@ -60,7 +60,7 @@ def test_same_config_gives_identical_tables():
 def test_other_seed_gives_other_tables():
     other = generate_benchmark(SyntheticConfig(**{**SMALL.__dict__, "seed": SMALL.seed + 1}))
     ours = bench(SMALL)
-    for split in SPLITS:
+    for split in SOURCE_SPLITS:
         assert [t.columns for t in other[split]] != [t.columns for t in ours[split]]
 
 
@@ -86,8 +86,8 @@ def test_same_bytes_under_another_hash_seed():
 
 def test_every_split_is_there_and_full():
     benchmark = bench(SMALL)
-    assert tuple(benchmark) == SPLITS
-    for split in SPLITS:
+    assert tuple(benchmark) == SOURCE_SPLITS
+    for split in SOURCE_SPLITS:
         assert len(benchmark[split]) == SMALL.tables_in(split) > 0
 
 
@@ -105,7 +105,7 @@ def test_table_structure():
             assert all(cell is None or isinstance(cell, str) for col in t.columns for cell in col)
             assert all(any(not is_missing(cell) for cell in col) for col in t.columns)
             assert len({c for c in t.cpa if c}) == len([c for c in t.cpa if c])  # one column per property
-    assert len(ids) == sum(SMALL.tables_in(s) for s in SPLITS)
+    assert len(ids) == sum(SMALL.tables_in(s) for s in SOURCE_SPLITS)
 
 
 def test_every_domain_in_every_split():

@@ -4,6 +4,7 @@
     aegir annotate t.parquet --json --top-k 3
     aegir evaluate --checkpoint models/phase1/primary --data data/prepared
     aegir evaluate --checkpoint models/phase1/primary --data /data/sotab_v2 --out eval.json
+    aegir real-dev real_dev/                     # the real split as a SOTAB V2 directory
     aegir params                                 # validate params.yaml
     aegir stages                                 # the DAG as DVC resolves it
 """
@@ -80,6 +81,27 @@ def evaluate(checkpoint: Path, data: Path, splits: tuple[str, ...], out: Path | 
     if out:
         atomic.write_json(out, scores)
         click.echo(f"wrote {out}")
+
+
+@main.command("real-dev")
+@click.argument("out_dir", type=click.Path(path_type=Path))
+def real_dev(out_dir: Path) -> None:
+    """Write the `real` development split (real tables from pip-package data, labelled by the
+    reviewed mapping in aegir/data/real/) as a SOTAB V2 directory OUT_DIR: its test split.
+
+    Score a checkpoint on it with `aegir evaluate --data OUT_DIR`. OUT_DIR is replaced as a
+    whole. `prepare` writes the same tables as data/prepared/real.parquet.
+    """
+    from aegir.data.real import build_real_tables, summary, write_sotab_dir
+
+    try:
+        tables = build_real_tables()
+        write_sotab_dir(tables, out_dir)
+    except AegirError as exc:
+        _fail(str(exc))
+    counts = summary(tables)
+    click.echo(f"wrote {out_dir}: {counts['tables']} tables, {counts['cta_columns']} CTA columns over "
+               f"{counts['cta_labels']} labels, {counts['cpa_pairs']} CPA pairs over {counts['cpa_labels']} labels")
 
 
 @main.command()

@@ -23,8 +23,15 @@ DOMAINS = (
     "MusicAlbum", "MusicRecording", "Person", "Place", "Product", "Recipe", "Restaurant",
     "SportsEvent", "TVEpisode",
 )  # SOTAB V2's 17 table domains (schema.org classes of the subject column)
-SPLITS = ("train", "valid", "test", "corner_cases", "missing_values", "format_heterogeneity")
-EVAL_SPLITS = SPLITS[1:]
+# Splits come from two places. The configured source (`prepare.source`: the synthetic generator
+# or a SOTAB V2 directory) makes SOURCE_SPLITS; the evaluation-only splits are built from
+# in-repository data whatever the source (`real`: real tables, `aegir.data.real`). Every
+# prepared directory holds all of SPLITS; only TRAIN_SPLIT is ever trained on.
+SOURCE_SPLITS = ("train", "valid", "test", "corner_cases", "missing_values", "format_heterogeneity")
+EVAL_ONLY_SPLITS = ("real",)
+SPLITS = SOURCE_SPLITS + EVAL_ONLY_SPLITS
+TRAIN_SPLIT = "train"
+EVAL_SPLITS = tuple(split for split in SPLITS if split != TRAIN_SPLIT)  # scored in every report
 
 
 # ----------------------------------------------------------------------------- prepare
@@ -50,7 +57,7 @@ class SyntheticConfig:
     locales: tuple[str, ...] = ("en_US", "en_GB", "de_DE", "fr_FR", "es_ES", "it_IT", "nl_NL")
 
     def __post_init__(self) -> None:
-        for split in SPLITS:
+        for split in SOURCE_SPLITS:
             n = getattr(self, f"{split}_tables")
             check_config(1 <= n <= 10_000_000, f"synthetic.{split}_tables", f"must be ≥ 1, got {n}")
         check_config(1 <= self.min_rows <= self.max_rows <= 100_000, "synthetic.max_rows",

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from aegir.config import SPLITS, PrepareConfig, build
+from aegir.config import SOURCE_SPLITS, SPLITS, PrepareConfig, build
 from aegir.data.dataset import Example, examples_from_tables, load_examples
 from aegir.data.prepared import split_path
 from aegir.errors import DataError
@@ -120,19 +120,33 @@ def _is_prepared(data: Path) -> bool:
     return any(split_path(data, split).is_file() for split in SPLITS)
 
 
+def _sotab_splits(data: Path) -> list[str]:
+    """The SOTAB splits whose ground truth is in `data` (a directory written by `aegir
+    real-dev` has only the test split); all of them when none is, for a clear error."""
+    from aegir.data.tables import ground_truth_paths
+
+    present = [s for s in SOURCE_SPLITS
+               if any(p.is_file() for task in ("cta", "cpa") for p in ground_truth_paths(data, s, task))]
+    return present or list(SOURCE_SPLITS)
+
+
 def evaluate_checkpoint(checkpoint: Path, data: Path, splits: Sequence[str] = ()) -> dict[str, dict]:
-    """`{split: {"cta": {...}, "cpa": {...}}}` on prepared data or a SOTAB V2 directory."""
+    """`{split: {"cta": {...}, "cpa": {...}}}` on prepared data or a SOTAB V2 directory.
+
+    Default splits: those present (prepared files; SOTAB splits with ground truth).
+    """
     if not data.is_dir():
         raise DataError(data, "data directory not found")
-    unknown = [s for s in splits if s not in SPLITS]
+    prepared = _is_prepared(data)
+    known = SPLITS if prepared else SOURCE_SPLITS  # a SOTAB directory has SOTAB's splits only
+    unknown = [s for s in splits if s not in known]
     if unknown:
-        raise DataError(data, f"unknown split(s) {unknown}; known: {', '.join(SPLITS)}")
+        raise DataError(data, f"unknown split(s) {unknown}; known: {', '.join(known)}")
     from aegir.data.tables import read_sotab
 
     annotator = load_for_inference(checkpoint)
-    prepared = _is_prepared(data)
     if not splits:
-        splits = [s for s in SPLITS if split_path(data, s).is_file()] if prepared else SPLITS
+        splits = [s for s in SPLITS if split_path(data, s).is_file()] if prepared else _sotab_splits(data)
     results = {}
     for split in splits:
         if prepared:

@@ -82,4 +82,24 @@ def per_label_f1(gold: Sequence[str | None], pred: Sequence[str | None]) -> dict
     return out
 
 
-__all__ = ["F1Scores", "f1_scores", "task_report", "per_label_f1"]
+def confusions(gold: Sequence[str | None], pred: Sequence[str | None], top: int = 3) -> dict[str, dict]:
+    """Per gold label, what was predicted for it: support, correct count, per-label F1
+    (percent, as `per_label_f1`) and the `top` most frequent wrong predictions as
+    `[label, count]` pairs (most frequent first, ties by label; None = left unpredicted)."""
+    f1 = per_label_f1(gold, pred)
+    wrong: dict[str, Counter] = {label: Counter() for label in f1}
+    correct: Counter[str] = Counter()
+    for g, p in zip(gold, pred):
+        if g is None:
+            continue
+        if p == g:
+            correct[g] += 1
+        else:
+            wrong[g][p] += 1
+    return {label: {"support": f1[label]["support"], "correct": correct[label], "f1": f1[label]["f1"],
+                    "mistakes": [[p, n] for p, n in sorted(wrong[label].items(),
+                                                           key=lambda kv: (-kv[1], str(kv[0])))[:top]]}
+            for label in f1}
+
+
+__all__ = ["F1Scores", "f1_scores", "task_report", "per_label_f1", "confusions"]

@@ -1,7 +1,8 @@
 """Stage `baselines`: a single-column classifier, to show how hard the benchmark is.
 
 Each column becomes one document (its first `max_cells` non-missing cells joined by " | ");
-character n-gram TF-IDF + logistic regression (scikit-learn) is trained on `train` for CTA
+character n-gram TF-IDF + logistic regression (scikit-learn) is trained on `train` alone
+(never on the evaluation splits, `real` among them) for CTA
 (every labelled column) and for CPA (every labelled non-subject column, read alone: the
 baseline never sees column 0 or any other column). It is scored on every split with the same
 F1 as the model (`aegir.eval.metrics`) and writes `results/baselines/metrics.json`.
@@ -21,7 +22,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 
 from aegir import atomic
-from aegir.config import SPLITS, BaselinesConfig, load_params
+from aegir.config import SPLITS, TRAIN_SPLIT, BaselinesConfig, load_params
 from aegir.data.prepared import read_split, tables_from_arrow
 from aegir.data.table import Table
 from aegir.errors import AegirError
@@ -62,7 +63,7 @@ def run(cfg: BaselinesConfig, data_dir: Path) -> dict:
     tables = {split: tables_from_arrow(read_split(data_dir, split)) for split in SPLITS}
     metrics: dict[str, dict] = {}
     for task in TASKS:
-        docs, labels = labelled_columns(tables["train"], task, cfg.max_cells)
+        docs, labels = labelled_columns(tables[TRAIN_SPLIT], task, cfg.max_cells)
         model = fit(docs, labels, cfg)
         metrics[task] = {}
         for split in SPLITS:

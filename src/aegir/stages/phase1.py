@@ -39,7 +39,7 @@ from dvclive import Live
 from tqdm import tqdm
 
 from aegir import atomic
-from aegir.config import EVAL_SPLITS, SPLITS, AgentConfig, Params, Phase1Config, build, load_params
+from aegir.config import EVAL_SPLITS, SPLITS, TRAIN_SPLIT, AgentConfig, Params, Phase1Config, build, load_params
 from aegir.data.dataset import Example, collate, length_grouped_batches, load_examples
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.errors import AegirError, ConfigError
@@ -104,6 +104,12 @@ def trim_curves(live_dir: Path, last_step: int) -> None:
             csv.writer(handle, delimiter="\t", lineterminator="\n").writerows(kept)
 
 
+def training_examples(data_dir: Path, agent: AgentConfig) -> list[Example]:
+    """What an agent trains on: the `train` split's tables of its domains, nothing else (the
+    evaluation splits, `real` among them, are only ever scored)."""
+    return load_examples(data_dir, TRAIN_SPLIT, agent.domains)
+
+
 def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metrics_dir: Path,
           state_dir: Path, accelerator: Accelerator | None = None) -> dict:
     """Train one agent; write its checkpoint and metrics; return the metrics."""
@@ -114,7 +120,7 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
     cfg: Phase1Config = params.phase1
     mcfg = model_config(params, agent.preset)
 
-    train_examples = load_examples(data_dir, "train", agent.domains)
+    train_examples = training_examples(data_dir, agent)
     if not train_examples:
         raise AegirError(f"agent {agent_name}: no training tables for domains {list(agent.domains)}")
     valid_examples = load_examples(data_dir, "valid")
@@ -262,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"phase1: error: {exc}\n")
     print(f"phase1 {args.agent}: " + "  ".join(
         f"{task.upper()} test {metrics[task]['test']['micro_f1']:.1f} / corner {metrics[task]['corner_cases']['micro_f1']:.1f}"
+        f" / real {metrics[task]['real']['micro_f1']:.1f}"
         for task in ("cta", "cpa")))
     return 0
 

@@ -49,7 +49,7 @@ from dvclive import Live
 from tqdm import tqdm
 
 from aegir import atomic
-from aegir.config import EVAL_SPLITS, SPLITS, Params, load_params
+from aegir.config import EVAL_SPLITS, SPLITS, TRAIN_SPLIT, Params, load_params
 from aegir.data.dataset import Example, collate, length_grouped_batches, load_examples
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.errors import AegirError, DataError, check_config
@@ -455,7 +455,7 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
     cfg: Phase3Config = params.phase3
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
     phase1, specialists, dirs = load_phase1(params, models_dir)
-    train = load_examples(data_dir, "train")
+    train = load_examples(data_dir, TRAIN_SPLIT)  # never an evaluation split
     valid = load_examples(data_dir, "valid")
     if len(train) < cfg.batch_size:
         raise AegirError(f"phase3: {len(train)} training tables, fewer than phase3.batch_size = {cfg.batch_size}")

@@ -1,5 +1,10 @@
 """Stage `prepare`: tables (embedded benchmark or a SOTAB V2 directory) → byte streams.
 
+The configured source gives the splits of `aegir.config.SOURCE_SPLITS`; the evaluation-only
+split `real` (real tables from pip-package data, `aegir.data.real`) is added whatever the
+source, serialized with the same params, so that every model and baseline is also scored on
+real tables. With `source: sotab` it is added too: it is independent of the training data.
+
 Writes `data/prepared/<split>.parquet` (one row per table; schema in `PREPARED_SCHEMA`) and
 `results/prepare/stats.json` (DVC metrics). The same params give byte-identical files, so DVC
 hashes stay stable: tables are produced in a fixed order, serialisation is deterministic, and
@@ -22,7 +27,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from aegir import atomic
-from aegir.config import SPLITS, Params, PrepareConfig, load_params
+from aegir.config import EVAL_ONLY_SPLITS, SOURCE_SPLITS, Params, PrepareConfig, load_params
 from aegir.data.serialize import serialize_table
 from aegir.data.table import Table
 from aegir.errors import AegirError, DataError
@@ -113,19 +118,34 @@ def dataset_stats(per_split: dict[str, list[Table]], arrow: dict[str, pa.Table],
     }
 
 
-def load_tables(params: Params, on_skip: Callable[[str, DataError], None]) -> dict[str, list[Table]]:
-    """Every split's tables from the configured source, in a fixed order."""
+def load_source_tables(params: Params, on_skip: Callable[[str, DataError], None]) -> dict[str, list[Table]]:
+    """The tables of every source split from the configured source, in a fixed order."""
     cfg: PrepareConfig = params.prepare
     if cfg.source == "synthetic":
         from aegir.data.synth import generate_split
 
-        return {split: generate_split(params.synthetic, split) for split in tqdm(SPLITS, desc="generate", unit="split")}
+        return {split: generate_split(params.synthetic, split)
+                for split in tqdm(SOURCE_SPLITS, desc="generate", unit="split")}
     from aegir.data.tables import read_sotab
 
     root = Path(cfg.sotab_dir)
     if not root.is_dir():
         raise DataError(root, "SOTAB V2 directory not found (prepare.sotab_dir)")
-    return {split: read_sotab(root, split, on_skip=on_skip) for split in tqdm(SPLITS, desc="read", unit="split")}
+    return {split: read_sotab(root, split, on_skip=on_skip) for split in tqdm(SOURCE_SPLITS, desc="read", unit="split")}
+
+
+def load_eval_only_tables() -> dict[str, list[Table]]:
+    """The evaluation-only splits (`aegir.config.EVAL_ONLY_SPLITS`), whatever the source."""
+    from aegir.data.real import SPLIT as REAL, build_real_tables
+
+    builders = {REAL: build_real_tables}
+    assert set(builders) == set(EVAL_ONLY_SPLITS)
+    return {split: builders[split]() for split in EVAL_ONLY_SPLITS}
+
+
+def load_tables(params: Params, on_skip: Callable[[str, DataError], None]) -> dict[str, list[Table]]:
+    """Every split's tables (`aegir.config.SPLITS`, in that order)."""
+    return {**load_source_tables(params, on_skip), **load_eval_only_tables()}
 
 
 def run(params: Params, data_dir: Path, stats_path: Path) -> dict:

@@ -23,7 +23,7 @@ import random
 from dataclasses import dataclass
 from functools import lru_cache
 
-from aegir.config import SPLITS, SyntheticConfig
+from aegir.config import SOURCE_SPLITS, SyntheticConfig
 from aegir.data.table import Table
 from aegir.errors import AegirError, ConfigError
 from aegir.labels import cpa_vocab, cta_vocab
@@ -228,8 +228,8 @@ def _fill(ctx: TableContext, plans: list[ColumnPlan], n_rows: int) -> tuple[tupl
 
 
 def _check_split(split: str) -> None:
-    if split not in SPLITS:
-        raise ConfigError(f"synthetic: unknown split {split!r} (known: {', '.join(SPLITS)})")
+    if split not in SOURCE_SPLITS:
+        raise ConfigError(f"synthetic: unknown split {split!r} (known: {', '.join(SOURCE_SPLITS)})")
 
 
 @lru_cache(maxsize=1)
@@ -249,8 +249,8 @@ def generate_split(cfg: SyntheticConfig, split: str) -> list[Table]:
 
 
 def generate_benchmark(cfg: SyntheticConfig) -> dict[str, list[Table]]:
-    """Every split of the embedded benchmark, keyed as `aegir.config.SPLITS`."""
-    return {split: generate_split(cfg, split) for split in SPLITS}
+    """Every split of the embedded benchmark, keyed as `aegir.config.SOURCE_SPLITS`."""
+    return {split: generate_split(cfg, split) for split in SOURCE_SPLITS}
 
 
 # ----------------------------------------------------------------------------- labels and lookalikes

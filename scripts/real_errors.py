@@ -1,0 +1,71 @@
+"""Where a checkpoint (and the single-column baseline) fail on one split, label by label.
+
+    python scripts/real_errors.py --checkpoint models/phase1/primary --data data/prepared
+    python scripts/real_errors.py --checkpoint models/phase1/primary --data data/prepared --baseline --json out.json
+
+For every gold CTA and CPA label of the split (default `real`): support, per-label F1 and the
+most frequent wrong predictions, worst labels first, as a markdown table. With `--baseline` the
+TF-IDF baseline (params.yaml `baselines`) is fitted on the same directory's `train` split and
+its per-label F1 is shown beside the checkpoint's. Used to decide what the generator lacks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from aegir.config import load_params
+from aegir.data.dataset import load_examples
+from aegir.data.prepared import read_split, tables_from_arrow
+from aegir.eval.metrics import confusions
+from aegir.eval.predict import gold_and_predicted, predict
+from aegir.inference import load_for_inference
+from aegir.stages import baselines
+
+
+def baseline_confusions(data: Path, split: str, params_path: str) -> dict[str, dict]:
+    cfg = load_params(params_path).baselines
+    train = tables_from_arrow(read_split(data, "train"))
+    tables = tables_from_arrow(read_split(data, split))
+    out = {}
+    for task in ("cta", "cpa"):
+        model = baselines.fit(*baselines.labelled_columns(train, task, cfg.max_cells), cfg)
+        docs, gold = baselines.labelled_columns(tables, task, cfg.max_cells)
+        out[task] = confusions(gold, list(model.predict(docs)))
+    return out
+
+
+def markdown(task: str, model: dict[str, dict], baseline: dict[str, dict] | None) -> str:
+    head = "| gold label | n | model F1 | " + ("baseline F1 | " if baseline else "") + "model predicts instead (count) |"
+    lines = [f"**{task.upper()}**", "", head, "|" + "---|" * (head.count("|") - 1)]
+    for label, row in sorted(model.items(), key=lambda kv: (kv[1]["f1"], -kv[1]["support"], kv[0])):
+        mistakes = ", ".join(f"{p} ({n})" for p, n in row["mistakes"]) or "—"
+        base = f"{baseline[label]['f1']:.0f} | " if baseline else ""
+        lines.append(f"| {label} | {row['support']} | {row['f1']:.0f} | {base}{mistakes} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", required=True, type=Path)
+    parser.add_argument("--data", required=True, type=Path, help="prepared data directory")
+    parser.add_argument("--split", default="real")
+    parser.add_argument("--baseline", action="store_true", help="also fit and show the TF-IDF baseline")
+    parser.add_argument("--params", default="params.yaml", help="for the baseline's params")
+    parser.add_argument("--json", type=Path, help="also write the tables as JSON here")
+    args = parser.parse_args()
+    model, _ = load_for_inference(args.checkpoint)
+    examples = load_examples(args.data, args.split)
+    pairs = gold_and_predicted(examples, predict(model, examples))
+    result = {"model": {task: confusions(gold, pred) for task, (gold, pred) in pairs.items()}}
+    if args.baseline:
+        result["baseline"] = baseline_confusions(args.data, args.split, args.params)
+    for task in ("cta", "cpa"):
+        print(markdown(task, result["model"][task], result.get("baseline", {}).get(task)) + "\n")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

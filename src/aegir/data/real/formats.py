@@ -1,0 +1,91 @@
+"""How a raw value is written into a cell: the `format` column of `columns.csv`.
+
+Each format is a function `(value, locale) → str`; a missing value (None, "", empty list)
+becomes a missing cell (None) before any format sees it. Localised formats use babel's CLDR
+data, so a German page writes "80.783.000" and "03.10.2025" where an American one writes
+"80,783,000" and "Oct 3, 2025" — the formats a site of that locale publishes, fixed per
+layout, never drawn at random. Conversions (feet → metres, pounds → kilograms) round to
+whole units, as such pages do.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+from babel import Locale
+from babel.dates import format_date
+from babel.numbers import format_decimal
+
+FEET_TO_METRES = 0.3048
+POUNDS_TO_KILOGRAMS = 0.45359237
+
+
+def _grouped(value: Any, locale: str) -> str:
+    return format_decimal(value, format="#,##0", locale=locale)
+
+
+def _coordinate(value: Any, locale: str) -> str:
+    return format_decimal(value, format="0.0###", locale=locale)
+
+
+def _date(value: Any) -> dt.date:
+    if not isinstance(value, dt.date):
+        raise TypeError(f"expected a date, got {value!r}")
+    return value
+
+
+def _language_names(codes: Any, locale: str) -> str:
+    names = Locale.parse(locale).languages
+    return ", ".join(names.get(code, code) for code in codes)
+
+
+def _country_name(code: Any, locale: str) -> str:
+    return Locale.parse(locale).territories.get(code, code)
+
+
+def _address_line(parts: Any, locale: str) -> str:
+    *place, country = parts
+    return ", ".join([p for p in place if p] + [_country_name(country, locale)])
+
+
+def _weekday_name(index: Any, locale: str) -> str:
+    return Locale.parse(locale).days["format"]["wide"][index]  # CLDR: 0 = Monday
+
+
+def _yes_no(value: Any, locale: str) -> str:
+    return "Yes" if value else "No"
+
+
+FORMATS: dict[str, Callable[[Any, str], str]] = {
+    "text": lambda v, loc: str(v),  # as the source writes it
+    "integer": lambda v, loc: str(int(v)),  # digits only: 80783000
+    "grouped": _grouped,  # digits grouped by locale: 80,783,000 / 80.783.000 / 80 783 000
+    "coordinate": _coordinate,  # up to 4 decimals, locale's decimal sign: 52.5167 / 52,5167
+    "feet": lambda v, loc: f"{_grouped(round(v), loc)} ft",
+    "feet_as_metres": lambda v, loc: f"{_grouped(round(v * FEET_TO_METRES), loc)} m",
+    "square_km": lambda v, loc: f"{_grouped(v, loc)} km²",
+    "pounds": lambda v, loc: f"{_grouped(round(v), loc)} lbs",
+    "pounds_as_kg": lambda v, loc: f"{_grouped(round(v * POUNDS_TO_KILOGRAMS), loc)} kg",
+    "date_iso": lambda v, loc: _date(v).isoformat(),  # 2025-10-03
+    "date_short": lambda v, loc: format_date(_date(v), "short", locale=loc),  # 03.10.25 / 10/3/25
+    "date_medium": lambda v, loc: format_date(_date(v), "medium", locale=loc),  # 03.10.2025 / Oct 3, 2025
+    "date_long": lambda v, loc: format_date(_date(v), "long", locale=loc),  # 3. Oktober 2025
+    "weekday": lambda v, loc: format_date(_date(v), "cccc", locale=loc),  # stand-alone: Freitag / Friday
+    "weekday_short": lambda v, loc: format_date(_date(v), "ccc", locale=loc),  # Fr / Fri
+    "weekday_name": _weekday_name,  # a CLDR day index (0 = Monday) as the locale's day name
+    "country_name": _country_name,  # ISO 3166 alpha-2 → the locale's name of the country
+    "address_line": _address_line,  # (city, region, country code) → "Leoti, Kansas, United States"
+    "language_names": _language_names,  # ISO 639 codes → the locale's language names, joined
+    "list": lambda v, loc: ", ".join(str(x) for x in v),
+    "yes_no": _yes_no,
+    "true_false": lambda v, loc: "true" if v else "false",
+}
+
+
+def format_cell(value: Any, fmt: str, locale: str) -> str | None:
+    """`value` written in format `fmt` for `locale`; None (a missing cell) when it is missing."""
+    if value is None or value == "" or (isinstance(value, (list, tuple)) and not value):
+        return None
+    return FORMATS[fmt](value, locale)

