@@ -53,4 +53,10 @@ def tables_from_arrow(arrow: pa.Table) -> list[Table]:
 
 def fingerprint(data_dir: str | Path, splits: tuple[str, ...]) -> dict[str, str]:
     """sha256 of each prepared split file: recorded in checkpoints to tie them to their data."""
-    return {split: hashlib.sha256(split_path(data_dir, split).read_bytes()).hexdigest() for split in splits}
+    prints = {}
+    for split in splits:
+        path = split_path(data_dir, split)
+        if not path.is_file():
+            raise DataError(path, f"prepared split '{split}' not found (run `dvc repro prepare`)")
+        prints[split] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return prints

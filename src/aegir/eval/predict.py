@@ -48,21 +48,29 @@ def predict(model: torch.nn.Module, examples: Sequence[Example], batch_size: int
     out: list[TablePrediction | None] = [None] * len(examples)
     for indices in eval_batches(examples, batch_size):
         batch = collate([examples[i] for i in indices]).to(device)
-        result = forward(batch)
-        activation = getattr(result, "activation_mask", None)
-        output = getattr(result, "output", result)
-        cta_p, cta_i = output.cta_logits.float().softmax(-1).topk(top_k, dim=-1)  # (B, C, k)
-        cpa_p, cpa_i = output.cpa_logits.float().softmax(-1).topk(top_k, dim=-1)
-        for row, i in enumerate(indices):
-            c = examples[i].num_columns
-            out[i] = TablePrediction(
-                table_id=examples[i].table_id,
-                cta_ids=cta_i[row, :c].cpu().numpy(), cta_probs=cta_p[row, :c].cpu().numpy(),
-                cpa_ids=cpa_i[row, :c].cpu().numpy(), cpa_probs=cpa_p[row, :c].cpu().numpy(),
-                activation=None if activation is None else activation[row].cpu().numpy(),
-            )
+        for i, prediction in zip(indices, table_predictions(forward(batch), [examples[i] for i in indices], top_k)):
+            out[i] = prediction
     model.train(was_training)
     return out  # type: ignore[return-value]
+
+
+def table_predictions(result, examples: Sequence[Example], top_k: int = 1) -> list[TablePrediction]:
+    """One `TablePrediction` per batch row from a forward's result (an `AegirOutput`, or an
+    object with `.output` and `.activation_mask`); `examples` are the batch's rows in order."""
+    activation = getattr(result, "activation_mask", None)
+    output = getattr(result, "output", result)
+    cta_p, cta_i = output.cta_logits.float().softmax(-1).topk(top_k, dim=-1)  # (B, C, k)
+    cpa_p, cpa_i = output.cpa_logits.float().softmax(-1).topk(top_k, dim=-1)
+    out = []
+    for row, example in enumerate(examples):
+        c = example.num_columns
+        out.append(TablePrediction(
+            table_id=example.table_id,
+            cta_ids=cta_i[row, :c].cpu().numpy(), cta_probs=cta_p[row, :c].cpu().numpy(),
+            cpa_ids=cpa_i[row, :c].cpu().numpy(), cpa_probs=cpa_p[row, :c].cpu().numpy(),
+            activation=None if activation is None else activation[row].cpu().numpy(),
+        ))
+    return out
 
 
 def gold_and_predicted(examples: Sequence[Example], predictions: Sequence[TablePrediction]):

@@ -50,10 +50,10 @@ from tqdm import tqdm
 
 from aegir import atomic
 from aegir.config import EVAL_SPLITS, SPLITS, TRAIN_SPLIT, Params, load_params
-from aegir.data.dataset import Example, collate, length_grouped_batches, load_examples
+from aegir.data.dataset import Example, collate, eval_batches, length_grouped_batches, load_examples
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.errors import AegirError, DataError, check_config
-from aegir.eval.predict import TablePrediction, predict, score
+from aegir.eval.predict import TablePrediction, predict, score, table_predictions
 from aegir.eval.routing import routing_stats, slice_scores, slices_beaten
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.aegir import AegirModel
@@ -333,17 +333,29 @@ def routed_predictions(orch: SwarmOrchestrator, examples: list[Example], batch_s
     return predict(orch, examples, batch_size, device=device, forward=orch.annotate)
 
 
-def ensemble_predictions(fused: SwarmOrchestrator, phase1: AegirModel, examples: list[Example],
-                         batch_size: int) -> list[TablePrediction]:
-    """(d) the output-level ensemble Phase 2 used as its routed r_perf: mean softmax of the
-    Phase 1 primary and the specialists the fused orchestrator's router activated."""
-    def forward(batch):
+@torch.no_grad()
+def predict_variants(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: AegirModel,
+                     examples: list[Example], batch_size: int) -> dict[str, list[TablePrediction]]:
+    """Predictions of every model Phase 3 reports, one pass per model over `examples`:
+    `phase1`, `control`, `fused` (routed), each frozen specialist alone (by name), and
+    `ensemble` — (d), the output-level ensemble Phase 2 used as its routed r_perf: the mean
+    softmax of the Phase 1 primary and the specialists the fused router activated."""
+    names = ["phase1", "control", "fused", "ensemble", *fused.specialist_names]
+    out: dict[str, list] = {name: [None] * len(examples) for name in names}
+    for indices in eval_batches(examples, batch_size):
+        rows = [examples[i] for i in indices]
+        batch = collate(rows)
         routed = fused.annotate(batch)
-        outputs = [s.model(batch) for s in fused.specialists]
-        return OrchestratorOutput(output=ensemble_output(phase1(batch), outputs, routed.activation_mask),
-                                  activation_mask=routed.activation_mask)
-
-    return predict(fused, examples, batch_size, forward=forward)
+        first = phase1(batch)
+        alone = [s.model(batch) for s in fused.specialists]
+        results = {"phase1": first, "control": control.primary(batch), "fused": routed,
+                   "ensemble": OrchestratorOutput(output=ensemble_output(first, alone, routed.activation_mask),
+                                                  activation_mask=routed.activation_mask),
+                   **dict(zip(fused.specialist_names, alone))}
+        for name, result in results.items():
+            for i, prediction in zip(indices, table_predictions(result, rows)):
+                out[name][i] = prediction
+    return out
 
 
 def critical_summary(orch: SwarmOrchestrator, predictions: list[TablePrediction]) -> dict:
@@ -407,20 +419,15 @@ def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: A
         examples = load_examples(data_dir, split)
         if not examples:
             continue
-        phase1_pred = predict(phase1, examples, cfg.eval_batch_size)
-        fused_pred = routed_predictions(fused, examples, cfg.eval_batch_size)
-        variants = {"phase1": phase1_pred, "control": predict(control.primary, examples, cfg.eval_batch_size),
-                    "fused": fused_pred,
-                    "ensemble": ensemble_predictions(fused, phase1, examples, cfg.eval_batch_size)}
-        for name, predictions in variants.items():
-            result = score(examples, predictions)
+        variants = predict_variants(fused, control, phase1, examples, cfg.eval_batch_size)
+        for name in ("phase1", "control", "fused", "ensemble"):
+            result = score(examples, variants[name])
             for task in ("cta", "cpa"):
                 metrics[name][task][split] = result[task]
-        slices["phase1"][split] = slice_scores(examples, phase1_pred)
-        for name, model in specialists.items():
-            slices[name][split] = slice_scores(examples, predict(model, examples, cfg.eval_batch_size))
-        split_rates[split] = routing_stats(examples, fused_pred, fused.specialist_names)["activation_rate"]
-        routed_all.extend(fused_pred)
+        for name in ["phase1", *specialists]:
+            slices[name][split] = slice_scores(examples, variants[name])
+        split_rates[split] = routing_stats(examples, variants["fused"], fused.specialist_names)["activation_rate"]
+        routed_all.extend(variants["fused"])
         examples_all.extend(examples)
     routing = routing_stats(examples_all, routed_all, fused.specialist_names)
     routing["activation_rate_by_split"] = split_rates
