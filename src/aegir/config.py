@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -158,6 +159,104 @@ class Phase1Config:
         check_config(self.eval_batch_size >= 1, "phase1.eval_batch_size", "must be ≥ 1")
 
 
+# ----------------------------------------------------------------------------- rewards (phase 2 on)
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """Params section `rewards`: the shape of the three reward components."""
+
+    perf_mode: Literal["cta", "cpa", "both"] = "both"  # which annotations r_perf scores
+    target_share: float = 0.25  # share of specialists a table should activate, in (0, 1)
+    balance_weight: float = 0.5  # weight of the balance term inside r_parallel, ≥ 0
+    degenerate_penalty: float = 0.5  # r_finish penalty for fully degenerate routing, in [0, 1]
+
+    def __post_init__(self) -> None:
+        check_config(self.perf_mode in ("cta", "cpa", "both"), "rewards.perf_mode",
+               f"expected one of ['cta', 'cpa', 'both'], got {self.perf_mode!r}")
+        check_config(0.0 < self.target_share < 1.0, "rewards.target_share",
+               f"must be in (0, 1), got {self.target_share}")
+        check_config(0.0 <= self.balance_weight <= 100.0, "rewards.balance_weight",
+               f"must be in [0, 100], got {self.balance_weight}")
+        check_config(0.0 <= self.degenerate_penalty <= 1.0, "rewards.degenerate_penalty",
+               f"must be in [0, 1], got {self.degenerate_penalty}")
+
+
+@dataclass(frozen=True)
+class LambdaConfig:
+    """Params section `lambda`: λ1 (r_parallel) and λ2 (r_finish) per training phase.
+
+    `lambda.early` is λ1 of the early phase, a plain number, so that
+    `dvc exp run --set-param lambda.early=0.2` works as documented.
+    """
+
+    early: float = 0.3  # λ1 (r_parallel weight) in the early phase
+    mid: float = 0.1  # λ1 in the mid phase
+    late: float = 0.05  # λ1 in the late phase
+    finish_early: float = 0.1  # λ2 (r_finish weight) in the early phase
+    finish_mid: float = 0.3  # λ2 in the mid phase
+    finish_late: float = 0.05  # λ2 in the late phase
+    mid_start: float = 0.3  # progress (fraction of training) where the mid phase begins
+    late_start: float = 0.7  # progress where the late phase begins
+    transition: float = 0.05  # width (fraction of training) of the linear blend after a boundary; 0 = steps
+
+    def __post_init__(self) -> None:
+        for key in ("early", "mid", "late", "finish_early", "finish_mid", "finish_late"):
+            value = getattr(self, key)
+            check_config(math.isfinite(value) and 0.0 <= value <= 100.0, f"lambda.{key}",
+                   f"must be in [0, 100], got {value}")
+        check_config(0.0 < self.mid_start < self.late_start, "lambda.mid_start",
+               f"need 0 < mid_start < late_start < 1, got mid_start={self.mid_start}, "
+               f"late_start={self.late_start}")
+        check_config(self.late_start < 1.0, "lambda.late_start",
+               f"need 0 < mid_start < late_start < 1, got late_start={self.late_start}")
+        check_config(0.0 <= self.transition, "lambda.transition", f"must be ≥ 0, got {self.transition}")
+        check_config(self.mid_start + self.transition <= self.late_start
+               and self.late_start + self.transition <= 1.0, "lambda.transition",
+               f"a blend of width {self.transition} must end before the next boundary "
+               f"(mid_start={self.mid_start}, late_start={self.late_start}, end=1)")
+
+
+# ----------------------------------------------------------------------------- phase 2
+
+
+@dataclass(frozen=True)
+class Phase2Config:
+    """Params section `phase2`: how the reward checks sample and measure."""
+
+    seed: int = 0  # seeds table selection, router inits, routing samples and corruption draws
+    batches: int = 4  # valid batches checked (fewer when the split has fewer full batches)
+    batch_size: int = 16  # tables per batch: what the batch-level reward parts see (≥ 2)
+    rollouts: int = 8  # routings sampled per table for each estimate (group baseline, ≥ 2)
+    corruption_levels: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)  # corrupted / dropped shares
+    confidence: float = 0.95  # gate probability of a decided gate in the hand-made routings
+    ascent_steps: int = 30  # Adam steps of each router-ascent run
+    ascent_lr: float = 0.1  # Adam step size of the ascent
+    ascent_init_bias: float = 3.0  # |gate logit| of the always-on (+) / always-off (−) starts
+    schedule_points: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)  # progress where λ is reported
+    max_lambda: float = 10.0  # cap of a suggested λ
+
+    def __post_init__(self) -> None:
+        check_config(0 <= self.seed < 2**32, "phase2.seed", f"must be in [0, 2^32), got {self.seed}")
+        check_config(1 <= self.batches <= 10_000, "phase2.batches", f"must be in [1, 10000], got {self.batches}")
+        check_config(2 <= self.batch_size <= 4096, "phase2.batch_size", f"must be in [2, 4096], got {self.batch_size}")
+        check_config(2 <= self.rollouts <= 1024, "phase2.rollouts", f"must be in [2, 1024], got {self.rollouts}")
+        levels = self.corruption_levels
+        check_config(len(levels) >= 2 and levels[0] == 0.0 and all(0.0 <= x <= 1.0 for x in levels)
+               and all(a < b for a, b in zip(levels, levels[1:])), "phase2.corruption_levels",
+               f"need ≥ 2 strictly increasing shares in [0, 1] starting at 0, got {list(levels)}")
+        check_config(0.5 < self.confidence < 1.0, "phase2.confidence", f"must be in (0.5, 1), got {self.confidence}")
+        check_config(1 <= self.ascent_steps <= 10_000, "phase2.ascent_steps",
+               f"must be in [1, 10000], got {self.ascent_steps}")
+        check_config(0.0 < self.ascent_lr <= 10.0, "phase2.ascent_lr", f"must be in (0, 10], got {self.ascent_lr}")
+        check_config(0.0 < self.ascent_init_bias <= 20.0, "phase2.ascent_init_bias",
+               f"must be in (0, 20], got {self.ascent_init_bias}")
+        points = self.schedule_points
+        check_config(len(points) >= 1 and all(0.0 <= x <= 1.0 for x in points)
+               and len({round(x * 100) for x in points}) == len(points), "phase2.schedule_points",
+               f"need ≥ 1 progress value in [0, 1], distinct to the percent, got {list(points)}")
+        check_config(0.0 < self.max_lambda <= 1000.0, "phase2.max_lambda", f"must be in (0, 1000], got {self.max_lambda}")
+
+
 # ----------------------------------------------------------------------------- loading
 
 
@@ -222,8 +321,11 @@ def build(cls: type, mapping: dict[str, Any], prefix: str) -> Any:
     return cls(**kwargs)
 
 
-# Every top-level section of params.yaml and the dataclass that owns it. Sections of later
-# stages register here as their modules land.
+# Every top-level section of params.yaml and the dataclass that owns it. Every stage loads
+# every section, so a section's dataclass lives here, in this module, and not in its stage's
+# module: a class defined elsewhere would put that module (and all it imports) into every
+# stage's dependencies (tests/test_dependencies.py). A "module:Class" string is still accepted
+# (imported on use), and that test counts it as an import of every stage.
 SECTIONS: dict[str, Any] = {
     "prepare": PrepareConfig,
     "synthetic": SyntheticConfig,
@@ -231,9 +333,9 @@ SECTIONS: dict[str, Any] = {
     "presets": dict[str, dict[str, Any]],  # model size presets; checked against AegirConfig
     "agents": dict[str, AgentConfig],  # "primary" + specialists, one phase1 item each
     "phase1": Phase1Config,
-    "lambda": "aegir.rl.rewards:LambdaConfig",  # λ1/λ2 per phase and the phase boundaries
-    "rewards": "aegir.rl.rewards:RewardConfig",
-    "phase2": "aegir.stages.phase2:Phase2Config",
+    "lambda": LambdaConfig,  # λ1/λ2 per phase and the phase boundaries
+    "rewards": RewardConfig,
+    "phase2": Phase2Config,
 }
 
 
