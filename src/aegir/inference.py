@@ -12,7 +12,7 @@ from pathlib import Path
 from aegir.config import SPLITS, PrepareConfig, build
 from aegir.data.dataset import Example, examples_from_tables, load_examples
 from aegir.data.prepared import split_path
-from aegir.errors import DataError
+from aegir.errors import PIPELINE_HINT, DataError, is_pipeline_output
 from aegir.eval.predict import predict, score
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.checkpoint import load_checkpoint
@@ -79,16 +79,19 @@ def _is_prepared(data: Path) -> bool:
 def evaluate_checkpoint(checkpoint: Path, data: Path, splits: Sequence[str] = ()) -> dict[str, dict]:
     """`{split: {"cta": {...}, "cpa": {...}}}` on prepared data or a SOTAB V2 directory."""
     if not data.is_dir():
-        raise DataError(data, "data directory not found")
+        raise DataError(data, "data directory not found" + (PIPELINE_HINT if is_pipeline_output(data) else ""))
     unknown = [s for s in splits if s not in SPLITS]
     if unknown:
         raise DataError(data, f"unknown split(s) {unknown}; known: {', '.join(SPLITS)}")
-    from aegir.data.tables import read_sotab
+    from aegir.data.tables import available_splits, read_sotab
 
-    model, prepare = load_for_inference(checkpoint)
     prepared = _is_prepared(data)
-    if not splits:
-        splits = [s for s in SPLITS if split_path(data, s).is_file()] if prepared else SPLITS
+    if not splits:  # every split the directory has
+        splits = [s for s in SPLITS if split_path(data, s).is_file()] if prepared else available_splits(data)
+        if not splits:
+            raise DataError(data, "neither prepared data (<split>.parquet) nor a SOTAB V2 directory "
+                                  "(Train/ Validation/ Test/ folders with their ground-truth CSVs)")
+    model, prepare = load_for_inference(checkpoint)
     results = {}
     for split in splits:
         if prepared:

@@ -19,7 +19,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from aegir import atomic
-from aegir.errors import AegirError
+from aegir.errors import PIPELINE_HINT, AegirError, is_pipeline_output
 from aegir.model.aegir import AegirConfig, AegirModel
 
 WEIGHTS_FILE = "model.safetensors"
@@ -62,6 +62,8 @@ def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu") -
     """
     directory = Path(directory)
     config_path, weights_path = directory / CONFIG_FILE, directory / WEIGHTS_FILE
+    if not directory.exists() and is_pipeline_output(directory):
+        raise CheckpointError(directory, "checkpoint not found" + PIPELINE_HINT)
     for path in (config_path, weights_path):
         if not path.is_file():
             raise CheckpointError(path, "missing (not a checkpoint directory?)")
