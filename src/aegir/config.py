@@ -159,6 +159,25 @@ class Phase1Config:
         check_config(self.eval_batch_size >= 1, "phase1.eval_batch_size", "must be ≥ 1")
 
 
+# ----------------------------------------------------------------------------- launch
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """How dvc.yaml launches the training stages: `accelerate launch --config_file <this>`.
+
+    The file says where training runs (CPU or GPUs, processes, mixed precision); moving to N
+    GPUs is a change of that file or `dvc exp run -S launch.accelerate_config=<another>`.
+    Snakemake reads the same file for each training job's GPU request.
+    """
+
+    accelerate_config: str = "workflow/accelerate/cpu.yaml"  # relative to the repository root
+
+    def __post_init__(self) -> None:
+        check_config(self.accelerate_config.endswith((".yaml", ".yml")), "launch.accelerate_config",
+                     f"must name an accelerate config YAML file, got {self.accelerate_config!r}")
+
+
 # ----------------------------------------------------------------------------- rewards (phase 2 on)
 
 @dataclass(frozen=True)
@@ -330,6 +349,7 @@ SECTIONS: dict[str, Any] = {
     "prepare": PrepareConfig,
     "synthetic": SyntheticConfig,
     "baselines": BaselinesConfig,
+    "launch": LaunchConfig,  # the accelerate config of the training stages
     "presets": dict[str, dict[str, Any]],  # model size presets; checked against AegirConfig
     "agents": dict[str, AgentConfig],  # "primary" + specialists, one phase1 item each
     "phase1": Phase1Config,
