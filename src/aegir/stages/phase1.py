@@ -189,7 +189,8 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
                     for name, value in logged.items():
                         live.log_metric(name, value)
                     live.log_metric("train/lr", lr)
-                bar.set_postfix(loss=f"{logged['train/loss']:.3f}", ratio=f"{logged['chunking/ratio']:.2f}")
+                bar.set_postfix(loss=f"{logged['train/loss']:.3f}", ratio=f"{logged['chunking/ratio']:.2f}",
+                                refresh=False)
             if cfg.eval_every and step % cfg.eval_every == 0 and step < total_steps:
                 valid = evaluate(model, valid_examples, cfg.eval_batch_size, accelerator)
                 if live is not None:
