@@ -31,6 +31,9 @@ from aegir import atomic
 STATE_TENSORS = "state.safetensors"
 STATE_JSON = "state.json"
 SNAPSHOT_DIR = "snapshot"
+# Layout version of a saved state; a state of another version is ignored (version 2 added the
+# snapshot: a version-1 state would resume with its curves lost).
+STATE_VERSION = 2
 
 
 def fingerprint(obj: Any) -> str:
@@ -54,6 +57,7 @@ def save_state(directory: str | Path, model: torch.nn.Module, optimizer: torch.o
         for name, value in state.items():
             tensors[f"optim.{index}.{name}"] = torch.as_tensor(value).detach().contiguous().cpu()
     meta = {
+        "version": STATE_VERSION,
         "fingerprint": run_fingerprint,
         "step": progress.step, "epoch": progress.epoch, "batch_in_epoch": progress.batch_in_epoch,
         "param_groups": opt["param_groups"],
@@ -82,7 +86,7 @@ def load_state(directory: str | Path, model: torch.nn.Module, optimizer: torch.o
     directory = Path(directory)
     try:
         meta = json.loads((directory / STATE_JSON).read_text())
-        if meta.get("fingerprint") != run_fingerprint:
+        if meta.get("fingerprint") != run_fingerprint or meta.get("version") != STATE_VERSION:
             return None
         tensors = load_file(str(directory / STATE_TENSORS))
     except (FileNotFoundError, json.JSONDecodeError, SafetensorError, OSError):
