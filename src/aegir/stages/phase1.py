@@ -201,6 +201,7 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
             if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < total_steps:
                 accelerator.wait_for_everyone()
                 if accelerator.is_main_process:
+                    live.make_summary()  # the snapshot holds the curves and their summary
                     save_state(state_dir, accelerator.unwrap_model(model), optimizer,
                                TrainingProgress(step, epoch, batch_index + 1), run_print, snapshot=live_dir)
         if step >= total_steps:
@@ -222,12 +223,13 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
             "num_parameters": sum(p.numel() for p in unwrapped.parameters()),
             "num_processes": accelerator.num_processes,
         })
+        live.step = step
         if step > progress.step:  # a run resumed at its end logged its final point already
-            live.step = step
             for task in ("cta", "cpa"):
                 live.log_metric(f"valid/{task}_micro_f1", scores[task]["valid"]["micro_f1"])
                 live.log_metric(f"valid/{task}_macro_f1", scores[task]["valid"]["macro_f1"])
         # the final state comes after the final curve point, so "state saved" implies "logged"
+        live.make_summary()
         save_state(state_dir, unwrapped, optimizer, TrainingProgress(step, epochs, 0), run_print,
                    snapshot=live_dir)
         atomic.write_json(metrics_dir / "scores.json", scores)
