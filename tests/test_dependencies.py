@@ -105,3 +105,14 @@ def test_commands_parse(cmd, module, training, config):
     assert stage_module(cmd) == module
     assert is_training(cmd) is training
     assert accelerate_config(cmd) == config
+
+
+def test_snakemake_conda_env_pins_the_lock():
+    """workflow/envs/aegir.yaml (for `--sdm conda`) installs exactly requirements.lock."""
+    import yaml
+
+    env = yaml.safe_load((ROOT / "workflow/envs/aegir.yaml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    lock = [line.strip() for line in (ROOT / "requirements.lock").read_text().splitlines() if "==" in line]
+    assert sorted(pip) == sorted(lock)
+    assert "python=3.11" in env["dependencies"]
