@@ -34,7 +34,7 @@ TINY_PARAMS_OVERRIDE = {
                "log_every": 2, "checkpoint_every": 3},
     "phase2": {"batches": 2, "batch_size": 4, "rollouts": 4, "ascent_steps": 10},
     "phase3": {"steps": 6, "batch_size": 4, "rollouts": 2, "warmup_steps": 2, "eval_every": 4, "log_every": 2,
-               "checkpoint_every": 3, "budget_period": 4, "survival_tables": 8},
+               "checkpoint_every": 2, "budget_period": 4, "survival_tables": 8},
 }
 
 

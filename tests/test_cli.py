@@ -94,7 +94,42 @@ def test_evaluate_sotab_directory(tmp_path, checkpoint):
     result = invoke("evaluate", "--checkpoint", checkpoint, "--data", root, "--split", "test",
                     "--split", "corner_cases")
     assert result.exit_code == 0, result.output
-    assert "corner_cases" in result.output and "test" in result.output
+    assert [line.split()[0] for line in result.output.splitlines()[1:]] == ["test", "corner_cases"]
+
+
+def test_evaluate_a_sotab_directory_with_only_test_scores_its_test_splits(tmp_path, checkpoint):
+    """No --split: every split the directory has (here Test/ only, with its four CSV subsets)."""
+    root = sotab_dir(tmp_path / "sotab", good_table())
+    shutil.rmtree(root / "Train")
+    shutil.rmtree(root / "Validation")
+    for task in ("cta", "cpa"):
+        for stem in ("training", "validation"):
+            (root / f"sotab_v2_{task}_{stem}_set.csv").unlink()
+    out = tmp_path / "eval.json"
+    result = invoke("evaluate", "--checkpoint", checkpoint, "--data", root, "--out", out)
+    assert result.exit_code == 0, result.output
+    scores = json.loads(out.read_text())
+    assert set(scores) == {"test", "corner_cases", "missing_values", "format_heterogeneity"}
+    assert scores["test"]["cta"]["support"] == 1 and scores["test"]["cpa"]["support"] == 1
+
+
+def test_evaluate_a_directory_that_is_neither_is_a_clear_error(tmp_path, checkpoint):
+    (tmp_path / "stuff").mkdir()
+    result = CliRunner().invoke(main, ["evaluate", "--checkpoint", str(checkpoint), "--data", str(tmp_path / "stuff")])
+    assert result.exit_code != 0
+    assert f"aegir: error: {tmp_path / 'stuff'}: neither prepared data" in result.output
+
+
+def test_missing_pipeline_outputs_say_run_the_pipeline_first(tmp_path, monkeypatch):
+    """The default checkpoint and data paths are pipeline outputs: their absence says so."""
+    table = tmp_path / "t.csv"
+    table.write_text(CSV)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["annotate", str(table)])
+    assert result.exit_code != 0
+    assert "models/phase1/primary: checkpoint not found" in result.output and "run the pipeline first" in result.output
+    result = CliRunner().invoke(main, ["evaluate", "--data", "data/prepared"])
+    assert "data/prepared: data directory not found" in result.output and "run the pipeline first" in result.output
 
 
 @pytest.mark.parametrize("case", ["missing", "not_safetensors", "no_config", "truncated"])
@@ -113,17 +148,20 @@ def test_bad_checkpoint_is_a_clear_error(tmp_path, checkpoint, case):
         (bad / "model.safetensors").write_bytes(data[: len(data) // 2])
     result = CliRunner().invoke(main, ["annotate", str(table), "--checkpoint", str(bad)])
     assert result.exit_code != 0
-    assert "aegir: error:" in result.output and str(bad) in result.output
+    expected = {"missing": f"{bad}/config.json: missing", "no_config": f"{bad}/config.json: missing",
+                "not_safetensors": f"{bad}/model.safetensors: not a readable safetensors file",
+                "truncated": f"{bad}/model.safetensors: not a readable safetensors file"}[case]
+    assert f"aegir: error: {expected}" in result.output, result.output
 
 
 @pytest.mark.parametrize(
     ("name", "content", "problem"),
     [
-        ("empty.csv", "", "empty"),
-        ("header_only.csv", "a,b\n", ""),
-        ("latin1.csv", "name,city\nJos\xe9,K\xf6ln\n".encode("latin-1"), "UTF-8"),
-        ("table.xlsx", "x", "unsupported"),
-        ("broken.json.gz", b"\x1f\x8b\x08\x00trunc", ""),
+        ("empty.csv", "", "empty file"),
+        ("header_only.csv", "a,b\n", "a header but no data rows"),
+        ("latin1.csv", "name,city\nJos\xe9,K\xf6ln\n".encode("latin-1"), "not valid UTF-8"),
+        ("table.xlsx", "x", "unsupported file type"),
+        ("broken.json.gz", b"\x1f\x8b\x08\x00trunc", "truncated or corrupt gzip data"),
     ],
 )
 def test_bad_table_is_a_clear_error(tmp_path, checkpoint, name, content, problem):
@@ -131,11 +169,12 @@ def test_bad_table_is_a_clear_error(tmp_path, checkpoint, name, content, problem
     path.write_bytes(content if isinstance(content, bytes) else content.encode())
     result = CliRunner().invoke(main, ["annotate", str(path), "--checkpoint", str(checkpoint)])
     assert result.exit_code != 0
-    assert str(path) in result.output and problem in result.output
+    assert f"aegir: error: {path}" in result.output and problem in result.output
 
 
 def test_missing_table_and_missing_data_dir(tmp_path, checkpoint):
     result = CliRunner().invoke(main, ["annotate", str(tmp_path / "nope.csv"), "--checkpoint", str(checkpoint)])
-    assert result.exit_code != 0 and "not found" in result.output
+    assert result.exit_code != 0 and f"{tmp_path / 'nope.csv'}: file not found" in result.output
     result = CliRunner().invoke(main, ["evaluate", "--checkpoint", str(checkpoint), "--data", str(tmp_path / "nodata")])
-    assert result.exit_code != 0 and "not found" in result.output
+    assert result.exit_code != 0 and f"{tmp_path / 'nodata'}: data directory not found" in result.output
+    assert "run the pipeline first" not in result.output  # not a pipeline output path

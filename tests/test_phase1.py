@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -53,13 +54,18 @@ def digest(path: Path) -> str:
 def test_same_seed_gives_byte_identical_checkpoint_and_metrics(tiny_setup):
     run_phase1(tiny_setup, "a")
     run_phase1(tiny_setup, "b")
-    for rel in ("model/model.safetensors", "model/config.json", "metrics/metrics.json"):
+    for rel in ("model/model.safetensors", "model/config.json", "metrics/metrics.json", "metrics/scores.json"):
         assert digest(tiny_setup / "a" / rel) == digest(tiny_setup / "b" / rel), rel
-    metrics = json.loads((tiny_setup / "a/metrics/metrics.json").read_text())
-    assert metrics["steps"] == 8
-    assert set(metrics["cta"]) == {"valid", "test", "corner_cases", "missing_values", "format_heterogeneity",
-                                   "real"}
+    scores = json.loads((tiny_setup / "a/metrics/scores.json").read_text())
+    assert scores["steps"] == 8
+    assert set(scores["cta"]) == {"valid", "test", "corner_cases", "missing_values", "format_heterogeneity",
+                                  "real"}
+    headline = json.loads((tiny_setup / "a/metrics/metrics.json").read_text())
+    assert headline["cpa"]["test"] == {"micro": round(scores["cpa"]["test"]["micro_f1"], 2),
+                                       "macro": round(scores["cpa"]["test"]["macro_f1"], 2)}
+    assert json.loads((tiny_setup / "a/metrics/timing.json").read_text())["wall_seconds"] > 0
     config = json.loads((tiny_setup / "a/model/config.json").read_text())
+    assert config["num_processes"] == 1
     assert len(config["vocab"]["cta"]) == 82 and len(config["vocab"]["cpa"]) == 108
     assert set(config["data_fingerprint"]) >= {"train", "valid"}
     curves = tiny_setup / "a/metrics/live/plots/metrics"
@@ -81,24 +87,49 @@ def test_killed_run_resumes_to_the_same_result(tiny_setup):
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
     assert not (tiny_setup / "killed/model/model.safetensors").exists()
+    shutil.rmtree(tiny_setup / "killed/metrics")  # as Snakemake deletes a killed job's outputs
     resumed = run_phase1(tiny_setup, "killed")
     assert "resuming primary at step" in resumed.stdout + resumed.stderr
-    for rel in ("model/model.safetensors", "metrics/metrics.json"):
+    for rel in ("model/model.safetensors", "metrics/metrics.json", "metrics/scores.json"):
+        assert digest(tiny_setup / "killed" / rel) == digest(tiny_setup / "a" / rel), rel
+    # the curves come back from the state's snapshot: the same points as an uninterrupted run
+    curves = sorted(p.relative_to(tiny_setup / "a") for p in (tiny_setup / "a/metrics/live").rglob("*.tsv"))
+    assert curves
+    for rel in curves:
         assert digest(tiny_setup / "killed" / rel) == digest(tiny_setup / "a" / rel), rel
 
 
-def test_two_processes_agree_with_one(tiny_setup):
-    """Under `accelerate launch` with 2 CPU processes (gloo), the update matches one process's.
+# Tolerances of 2 processes against 1, from a measured run on the tiny setup (8 steps): the
+# logged losses differed by at most 0.42 % (relative), the final weights were apart by 0.62 of
+# the distance travelled, the micro-F1 of every split and task by at most 4.8 points (one
+# column of ~49 is 2 points). Each shard's loss is normalised by its own label count and
+# Adam's first steps are sign-like, so the runs are close, not equal.
+LOSS_RTOL = 0.02
+WEIGHTS_APART = 0.8
+F1_POINTS = 10.0
 
-    The global batch is split across processes and DDP averages gradients, so the two runs take
-    nearly the same steps: the distance between their weights must be small next to the
-    distance either run moved from the initial weights.
+
+def test_two_processes_agree_with_one(tiny_setup):
+    """Under `accelerate launch` with 2 CPU processes (gloo), training matches one process's.
+
+    Launched with the checked-in accelerate config plus `--multi_gpu --num_processes 2`
+    (accelerate's torchrun launcher; with `use_cpu` it runs gloo on the CPU). The global batch
+    is split across processes and DDP averages gradients, so the two runs take nearly the same
+    steps: the logged training loss (a mean over processes) agrees within LOSS_RTOL at every
+    logged step, the distance between the final weights is under WEIGHTS_APART of the
+    distance either run moved from the initial weights, and micro-F1 agrees within F1_POINTS.
     """
     if not (tiny_setup / "a/model/model.safetensors").exists():
         run_phase1(tiny_setup, "a")
-    launcher = [str(BIN / "accelerate"), "launch", "--num_processes", "2", "--num_machines", "1",
-                "--cpu", "--mixed_precision", "no", "--dynamo_backend", "no"]
-    proc = run_phase1(tiny_setup, "two", launcher)
+    launcher = [str(BIN / "accelerate"), "launch", "--config_file", str(ROOT / "workflow/accelerate/cpu.yaml"),
+                "--multi_gpu", "--num_processes", "2"]
+    run_phase1(tiny_setup, "two", launcher)
+    assert json.loads((tiny_setup / "two/model/config.json").read_text())["num_processes"] == 2
+    losses = {run: [line.split("\t") for line in (tiny_setup / run / "metrics/live/plots/metrics/train/loss.tsv")
+                    .read_text().splitlines()[1:]] for run in ("a", "two")}
+    assert [row[0] for row in losses["a"]] == [row[0] for row in losses["two"]]  # same logged steps
+    for (_, one_loss), (_, two_loss) in zip(losses["a"], losses["two"]):
+        assert abs(float(two_loss) - float(one_loss)) <= LOSS_RTOL * abs(float(one_loss)), (one_loss, two_loss)
     one = load_file(str(tiny_setup / "a/model/model.safetensors"))
     two = load_file(str(tiny_setup / "two/model/model.safetensors"))
     from aegir.model.aegir import AegirModel
@@ -110,10 +141,12 @@ def test_two_processes_agree_with_one(tiny_setup):
     moved = sum(float((one[k] - init[k]).float().norm() ** 2) for k in one) ** 0.5
     apart = sum(float((one[k] - two[k]).float().norm() ** 2) for k in one) ** 0.5
     assert moved > 0
-    assert apart < 0.5 * moved, (apart, moved)
-    assert apart > 0 or "2" in proc.stdout  # two processes really ran (their sums differ in float)
-    metrics = json.loads((tiny_setup / "two/metrics/metrics.json").read_text())
-    assert metrics["steps"] == 8
+    assert apart < WEIGHTS_APART * moved, (apart, moved)
+    assert json.loads((tiny_setup / "two/metrics/scores.json").read_text())["steps"] == 8
+    f1 = {run: json.loads((tiny_setup / run / "metrics/metrics.json").read_text()) for run in ("a", "two")}
+    for task, splits in f1["a"].items():
+        for split, one_f1 in splits.items():
+            assert abs(f1["two"][task][split]["micro"] - one_f1["micro"]) <= F1_POINTS, (task, split)
 
 
 def test_rerun_of_a_finished_run_changes_nothing(tiny_setup):
@@ -121,7 +154,8 @@ def test_rerun_of_a_finished_run_changes_nothing(tiny_setup):
     same checkpoint and metrics, and no curve point logged twice."""
     if not (tiny_setup / "a/model/model.safetensors").exists():
         run_phase1(tiny_setup, "a")
-    outputs = sorted(p for p in (tiny_setup / "a").rglob("*") if p.is_file() and "state" not in p.parts)
+    outputs = sorted(p for p in (tiny_setup / "a").rglob("*")
+                     if p.is_file() and "state" not in p.parts and p.name != "timing.json")  # wall time varies
     before = {p: digest(p) for p in outputs}
     run_phase1(tiny_setup, "a")
     assert {p: digest(p) for p in outputs} == before

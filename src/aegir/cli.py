@@ -125,12 +125,18 @@ def params(params_path: Path) -> None:
 @main.command()
 @click.option("--root", default=".", show_default=True, type=click.Path(path_type=Path))
 def stages(root: Path) -> None:
-    """List the pipeline's stages as DVC resolves dvc.yaml (what Snakemake runs too)."""
-    from aegir.pipeline import dvc_stages
+    """List the pipeline's stages as DVC resolves dvc.yaml (what Snakemake runs too), with each
+    stage's resume state and any source file it runs that its deps miss."""
+    from aegir.pipeline import dvc_stages, uncovered_deps
 
     for spec in dvc_stages(root):
         click.echo(f"{spec.name}\n  cmd:  {spec.cmd}\n  deps: {', '.join(spec.deps)}\n"
-                   f"  params: {', '.join(spec.params)}\n  outs: {', '.join(spec.outs)}")
+                   f"  params: {', '.join(spec.params)}\n  outs: {', '.join(spec.products)}")
+        if spec.resume_state:
+            click.echo(f"  resume state: {', '.join(spec.resume_state)}")
+        missing = uncovered_deps(spec, root)
+        if missing:
+            click.echo(f"  MISSING deps (imported, not declared): {', '.join(missing)}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -165,6 +166,197 @@ class Phase1Config:
         check_config(self.eval_batch_size >= 1, "phase1.eval_batch_size", "must be ≥ 1")
 
 
+# ----------------------------------------------------------------------------- launch
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """How dvc.yaml launches the training stages: `accelerate launch --config_file <this>`.
+
+    The file says where training runs (CPU or GPUs, processes, mixed precision); moving to N
+    GPUs is a change of that file or `dvc exp run -S launch.accelerate_config=<another>`.
+    Snakemake reads the same file for each training job's GPU request.
+    """
+
+    accelerate_config: str = "workflow/accelerate/cpu.yaml"  # relative to the repository root
+
+    def __post_init__(self) -> None:
+        check_config(self.accelerate_config.endswith((".yaml", ".yml")), "launch.accelerate_config",
+                     f"must name an accelerate config YAML file, got {self.accelerate_config!r}")
+
+
+# ----------------------------------------------------------------------------- rewards (phase 2 on)
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """Params section `rewards`: the shape of the three reward components."""
+
+    perf_mode: Literal["cta", "cpa", "both"] = "both"  # which annotations r_perf scores
+    target_share: float = 0.25  # share of specialists a table should activate, in (0, 1)
+    balance_weight: float = 0.5  # weight of the balance term inside r_parallel, ≥ 0
+    degenerate_penalty: float = 0.5  # r_finish penalty for fully degenerate routing, in [0, 1]
+
+    def __post_init__(self) -> None:
+        check_config(self.perf_mode in ("cta", "cpa", "both"), "rewards.perf_mode",
+               f"expected one of ['cta', 'cpa', 'both'], got {self.perf_mode!r}")
+        check_config(0.0 < self.target_share < 1.0, "rewards.target_share",
+               f"must be in (0, 1), got {self.target_share}")
+        check_config(0.0 <= self.balance_weight <= 100.0, "rewards.balance_weight",
+               f"must be in [0, 100], got {self.balance_weight}")
+        check_config(0.0 <= self.degenerate_penalty <= 1.0, "rewards.degenerate_penalty",
+               f"must be in [0, 1], got {self.degenerate_penalty}")
+
+
+@dataclass(frozen=True)
+class LambdaConfig:
+    """Params section `lambda`: λ1 (r_parallel) and λ2 (r_finish) per training phase.
+
+    `lambda.early` is λ1 of the early phase, a plain number, so that
+    `dvc exp run --set-param lambda.early=0.2` works as documented.
+    """
+
+    early: float = 0.3  # λ1 (r_parallel weight) in the early phase
+    mid: float = 0.1  # λ1 in the mid phase
+    late: float = 0.05  # λ1 in the late phase
+    finish_early: float = 0.1  # λ2 (r_finish weight) in the early phase
+    finish_mid: float = 0.3  # λ2 in the mid phase
+    finish_late: float = 0.05  # λ2 in the late phase
+    mid_start: float = 0.3  # progress (fraction of training) where the mid phase begins
+    late_start: float = 0.7  # progress where the late phase begins
+    transition: float = 0.05  # width (fraction of training) of the linear blend after a boundary; 0 = steps
+
+    def __post_init__(self) -> None:
+        for key in ("early", "mid", "late", "finish_early", "finish_mid", "finish_late"):
+            value = getattr(self, key)
+            check_config(math.isfinite(value) and 0.0 <= value <= 100.0, f"lambda.{key}",
+                   f"must be in [0, 100], got {value}")
+        check_config(0.0 < self.mid_start < self.late_start, "lambda.mid_start",
+               f"need 0 < mid_start < late_start < 1, got mid_start={self.mid_start}, "
+               f"late_start={self.late_start}")
+        check_config(self.late_start < 1.0, "lambda.late_start",
+               f"need 0 < mid_start < late_start < 1, got late_start={self.late_start}")
+        check_config(0.0 <= self.transition, "lambda.transition", f"must be ≥ 0, got {self.transition}")
+        check_config(self.mid_start + self.transition <= self.late_start
+               and self.late_start + self.transition <= 1.0, "lambda.transition",
+               f"a blend of width {self.transition} must end before the next boundary "
+               f"(mid_start={self.mid_start}, late_start={self.late_start}, end=1)")
+
+
+# ----------------------------------------------------------------------------- phase 2
+
+
+@dataclass(frozen=True)
+class Phase2Config:
+    """Params section `phase2`: how the reward checks sample and measure."""
+
+    seed: int = 0  # seeds table selection, router inits, routing samples and corruption draws
+    batches: int = 4  # valid batches checked (fewer when the split has fewer full batches)
+    batch_size: int = 16  # tables per batch: what the batch-level reward parts see (≥ 2)
+    rollouts: int = 8  # routings sampled per table for each estimate (group baseline, ≥ 2)
+    corruption_levels: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)  # corrupted / dropped shares
+    confidence: float = 0.95  # gate probability of a decided gate in the hand-made routings
+    ascent_steps: int = 30  # Adam steps of each router-ascent run
+    ascent_lr: float = 0.1  # Adam step size of the ascent
+    ascent_init_bias: float = 3.0  # |gate logit| of the always-on (+) / always-off (−) starts
+    schedule_points: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)  # progress where λ is reported
+    max_lambda: float = 10.0  # cap of a suggested λ
+
+    def __post_init__(self) -> None:
+        check_config(0 <= self.seed < 2**32, "phase2.seed", f"must be in [0, 2^32), got {self.seed}")
+        check_config(1 <= self.batches <= 10_000, "phase2.batches", f"must be in [1, 10000], got {self.batches}")
+        check_config(2 <= self.batch_size <= 4096, "phase2.batch_size", f"must be in [2, 4096], got {self.batch_size}")
+        check_config(2 <= self.rollouts <= 1024, "phase2.rollouts", f"must be in [2, 1024], got {self.rollouts}")
+        levels = self.corruption_levels
+        check_config(len(levels) >= 2 and levels[0] == 0.0 and all(0.0 <= x <= 1.0 for x in levels)
+               and all(a < b for a, b in zip(levels, levels[1:])), "phase2.corruption_levels",
+               f"need ≥ 2 strictly increasing shares in [0, 1] starting at 0, got {list(levels)}")
+        check_config(0.5 < self.confidence < 1.0, "phase2.confidence", f"must be in (0.5, 1), got {self.confidence}")
+        check_config(1 <= self.ascent_steps <= 10_000, "phase2.ascent_steps",
+               f"must be in [1, 10000], got {self.ascent_steps}")
+        check_config(0.0 < self.ascent_lr <= 10.0, "phase2.ascent_lr", f"must be in (0, 10], got {self.ascent_lr}")
+        check_config(0.0 < self.ascent_init_bias <= 20.0, "phase2.ascent_init_bias",
+               f"must be in (0, 20], got {self.ascent_init_bias}")
+        points = self.schedule_points
+        check_config(len(points) >= 1 and all(0.0 <= x <= 1.0 for x in points)
+               and len({round(x * 100) for x in points}) == len(points), "phase2.schedule_points",
+               f"need ≥ 1 progress value in [0, 1], distinct to the percent, got {list(points)}")
+        check_config(0.0 < self.max_lambda <= 1000.0, "phase2.max_lambda", f"must be in (0, 1000], got {self.max_lambda}")
+
+
+# ----------------------------------------------------------------------------- phase 3
+
+
+@dataclass(frozen=True)
+class Phase3Config:
+    """Params section `phase3`: the PARL run and its control."""
+
+    specialists: tuple[str, ...] = ("primary", "places", "media")  # frozen Phase 1 checkpoints
+    seed: int = 0  # init of router/fusion, batch order, every sampled routing and label
+    steps: int = 300  # PARL updates of each run (fused and control alike)
+    batch_size: int = 8  # tables per step, over all processes
+    rollouts: int = 4  # K rollouts per table: the group of the advantage baseline
+    ppo_epochs: int = 2  # updates per batch of rollouts (the first reuses the rollout forward)
+    lr: float = 5e-4  # peak lr of the primary (it starts trained)
+    fusion_lr: float = 3e-3  # peak lr of the new parts: router, alignments, fusion gates
+    min_lr_ratio: float = 0.1  # final lr as a share of the peak (cosine)
+    warmup_steps: int = 20
+    weight_decay: float = 0.01  # AdamW, on matrices of the primary only
+    grad_clip: float = 1.0
+    ce_weight: float = 1.0  # supervised CE on gold labels beside the RL loss (0 allowed)
+    kl_coef: float = 0.0  # per-token KL(π_old‖π_new) penalty (0 = off)
+    critical_weight: float = 2.0  # token weight of routing decisions (label tokens weigh 1)
+    clip_start: float = 0.2  # PPO ε at the start …
+    clip_end: float = 0.1  # … annealed linearly to this
+    abstain_below: float = 0.3  # a sampled label below this probability is left unannotated
+    activation_threshold: float = 0.5  # evaluation: a gate opens above this score
+    router_init_rate: float = 0.5  # every gate's initial probability
+    budget_period: int = 50  # steps per capped + uncapped window
+    budget_capped_share: float = 0.5  # share of each window under the cap on specialists per batch
+    eval_every: int = 100  # steps between validation F1 points (0: at the end only)
+    log_every: int = 10  # steps between curve points (each the mean over its window)
+    checkpoint_every: int = 50  # steps between saved training states (a multiple of log_every)
+    eval_batch_size: int = 32
+    survival_tables: int = 64  # valid tables on which the fused state's survival is measured
+
+    def __post_init__(self) -> None:
+        def check(ok: bool, key: str, problem: str) -> None:
+            check_config(ok, f"phase3.{key}", problem)
+
+        check(len(self.specialists) >= 1 and len(set(self.specialists)) == len(self.specialists),
+              "specialists", f"need ≥ 1 distinct agent names, got {list(self.specialists)}")
+        check(1 <= self.steps <= 1_000_000, "steps", f"must be in [1, 1000000], got {self.steps}")
+        check(2 <= self.batch_size <= 4096, "batch_size", f"must be in [2, 4096], got {self.batch_size}")
+        check(2 <= self.rollouts <= 64, "rollouts", f"must be in [2, 64], got {self.rollouts}")
+        check(1 <= self.ppo_epochs <= 16, "ppo_epochs", f"must be in [1, 16], got {self.ppo_epochs}")
+        for key in ("lr", "fusion_lr"):
+            check(0 < getattr(self, key) <= 1, key, f"must be in (0, 1], got {getattr(self, key)}")
+        check(0 <= self.min_lr_ratio <= 1, "min_lr_ratio", f"must be in [0, 1], got {self.min_lr_ratio}")
+        check(self.warmup_steps >= 0, "warmup_steps", "must be ≥ 0")
+        check(0 <= self.weight_decay < 1, "weight_decay", f"must be in [0, 1), got {self.weight_decay}")
+        check(self.grad_clip > 0, "grad_clip", f"must be > 0, got {self.grad_clip}")
+        for key in ("ce_weight", "kl_coef"):
+            check(0 <= getattr(self, key) <= 100, key, f"must be in [0, 100], got {getattr(self, key)}")
+        check(0 < self.critical_weight <= 100, "critical_weight", f"must be in (0, 100], got {self.critical_weight}")
+        check(0 < self.clip_end <= self.clip_start < 1, "clip_start",
+              f"need 0 < clip_end ≤ clip_start < 1, got {self.clip_start} → {self.clip_end}")
+        check(0 <= self.abstain_below < 1, "abstain_below", f"must be in [0, 1), got {self.abstain_below}")
+        check(0 < self.activation_threshold < 1, "activation_threshold",
+              f"must be in (0, 1), got {self.activation_threshold}")
+        check(0 < self.router_init_rate < 1, "router_init_rate", f"must be in (0, 1), got {self.router_init_rate}")
+        check(self.budget_period >= 1, "budget_period", "must be ≥ 1")
+        check(0 <= self.budget_capped_share <= 1, "budget_capped_share",
+              f"must be in [0, 1], got {self.budget_capped_share}")
+        for key in ("eval_every", "checkpoint_every"):
+            check(getattr(self, key) >= 0, key, "must be ≥ 0")
+        check(self.log_every >= 1, "log_every", "must be ≥ 1")
+        # a curve point is the mean over its window of steps; a state saved mid-window would
+        # resume with the window's first steps lost
+        check(self.checkpoint_every % self.log_every == 0, "checkpoint_every",
+              f"must be a multiple of log_every ({self.log_every}), got {self.checkpoint_every}")
+        check(self.eval_batch_size >= 1, "eval_batch_size", "must be ≥ 1")
+        check(self.survival_tables >= 1, "survival_tables", "must be ≥ 1")
+
+
 # ----------------------------------------------------------------------------- loading
 
 
@@ -229,19 +421,23 @@ def build(cls: type, mapping: dict[str, Any], prefix: str) -> Any:
     return cls(**kwargs)
 
 
-# Every top-level section of params.yaml and the dataclass that owns it. Sections of later
-# stages register here as their modules land.
+# Every top-level section of params.yaml and the dataclass that owns it. Every stage loads
+# every section, so a section's dataclass lives here, in this module, and not in its stage's
+# module: a class defined elsewhere would put that module (and all it imports) into every
+# stage's dependencies (tests/test_dependencies.py). A "module:Class" string is still accepted
+# (imported on use), and that test counts it as an import of every stage.
 SECTIONS: dict[str, Any] = {
     "prepare": PrepareConfig,
     "synthetic": SyntheticConfig,
     "baselines": BaselinesConfig,
+    "launch": LaunchConfig,  # the accelerate config of the training stages
     "presets": dict[str, dict[str, Any]],  # model size presets; checked against AegirConfig
     "agents": dict[str, AgentConfig],  # "primary" + specialists, one phase1 item each
     "phase1": Phase1Config,
-    "lambda": "aegir.rl.rewards:LambdaConfig",  # λ1/λ2 per phase and the phase boundaries
-    "rewards": "aegir.rl.rewards:RewardConfig",
-    "phase2": "aegir.stages.phase2:Phase2Config",
-    "phase3": "aegir.stages.phase3:Phase3Config",
+    "lambda": LambdaConfig,  # λ1/λ2 per phase and the phase boundaries
+    "rewards": RewardConfig,
+    "phase2": Phase2Config,
+    "phase3": Phase3Config,
 }
 
 

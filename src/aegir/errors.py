@@ -23,6 +23,17 @@ class DataError(AegirError):
         super().__init__(f"{where}: {problem}")
 
 
+# Appended to "not found" errors about a path the pipeline writes (data/, models/, results/).
+PIPELINE_HINT = "; it is a pipeline output: run the pipeline first (`dvc repro`, or `snakemake --cores all all`)"
+PIPELINE_OUTPUTS = ("data", "models", "results")
+
+
+def is_pipeline_output(path: str | Path) -> bool:
+    """Is `path` (relative to the working directory) under one of the pipeline's output folders?"""
+    parts = Path(path).parts
+    return bool(parts) and not Path(path).is_absolute() and parts[0] in PIPELINE_OUTPUTS
+
+
 class ConfigError(AegirError):
     """An unknown, mistyped or out-of-range key in params.yaml."""
 

@@ -16,7 +16,7 @@ import torch
 from aegir.config import SOURCE_SPLITS, SPLITS, PrepareConfig, build
 from aegir.data.dataset import Example, examples_from_tables, load_examples
 from aegir.data.prepared import split_path
-from aegir.errors import DataError
+from aegir.errors import PIPELINE_HINT, DataError, is_pipeline_output
 from aegir.eval.predict import predict, score
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.checkpoint import load_checkpoint
@@ -120,33 +120,26 @@ def _is_prepared(data: Path) -> bool:
     return any(split_path(data, split).is_file() for split in SPLITS)
 
 
-def _sotab_splits(data: Path) -> list[str]:
-    """The SOTAB splits whose ground truth is in `data` (a directory written by `aegir
-    real-dev` has only the test split); all of them when none is, for a clear error."""
-    from aegir.data.tables import ground_truth_paths
-
-    present = [s for s in SOURCE_SPLITS
-               if any(p.is_file() for task in ("cta", "cpa") for p in ground_truth_paths(data, s, task))]
-    return present or list(SOURCE_SPLITS)
-
-
 def evaluate_checkpoint(checkpoint: Path, data: Path, splits: Sequence[str] = ()) -> dict[str, dict]:
     """`{split: {"cta": {...}, "cpa": {...}}}` on prepared data or a SOTAB V2 directory.
 
     Default splits: those present (prepared files; SOTAB splits with ground truth).
     """
     if not data.is_dir():
-        raise DataError(data, "data directory not found")
+        raise DataError(data, "data directory not found" + (PIPELINE_HINT if is_pipeline_output(data) else ""))
     prepared = _is_prepared(data)
     known = SPLITS if prepared else SOURCE_SPLITS  # a SOTAB directory has SOTAB's splits only
     unknown = [s for s in splits if s not in known]
     if unknown:
         raise DataError(data, f"unknown split(s) {unknown}; known: {', '.join(known)}")
-    from aegir.data.tables import read_sotab
+    from aegir.data.tables import available_splits, read_sotab
 
+    if not splits:  # every split the directory has
+        splits = [s for s in SPLITS if split_path(data, s).is_file()] if prepared else available_splits(data)
+        if not splits:
+            raise DataError(data, "neither prepared data (<split>.parquet) nor a SOTAB V2 directory "
+                                  "(Train/ Validation/ Test/ folders with their ground-truth CSVs)")
     annotator = load_for_inference(checkpoint)
-    if not splits:
-        splits = [s for s in SPLITS if split_path(data, s).is_file()] if prepared else _sotab_splits(data)
     results = {}
     for split in splits:
         if prepared:

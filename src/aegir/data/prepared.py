@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from aegir.data.table import Table
-from aegir.errors import DataError
+from aegir.errors import PIPELINE_HINT, DataError, is_pipeline_output
 
 REQUIRED_COLUMNS = ("table_id", "stream", "span_start", "span_end", "cta", "cpa", "cells", "domain")
 
@@ -22,7 +22,8 @@ def read_split(data_dir: str | Path, split: str) -> pa.Table:
     """The Arrow table of one prepared split; a clear error if missing or malformed."""
     path = split_path(data_dir, split)
     if not path.is_file():
-        raise DataError(path, f"prepared split '{split}' not found (run `dvc repro prepare`)")
+        raise DataError(path, f"prepared split '{split}' not found" + (PIPELINE_HINT if is_pipeline_output(path) else
+                                                                      " (written by the `prepare` stage)"))
     try:
         table = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as exc:

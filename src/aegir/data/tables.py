@@ -452,6 +452,15 @@ def iter_sotab(root: str | Path, split: str, *, on_skip: OnSkip | None = None) -
         yield _labelled_table(name, _read_sotab_rows(table_dir / file_name), truth, on_skip)
 
 
+def available_splits(root: str | Path) -> list[str]:
+    """The splits a SOTAB V2 directory holds: those whose table folder exists and that have a
+    ground-truth CSV of either task (a directory with only Test/ has the four test splits)."""
+    root = Path(root)
+    return [split for split, (folder, _) in SPLIT_LAYOUT.items()
+            if (root / folder).is_dir()
+            and any(p.is_file() for task in ("cta", "cpa") for p in ground_truth_paths(root, split, task))]
+
+
 def read_sotab(root: str | Path, split: str, *, on_skip: OnSkip | None = None) -> list[Table]:
     """Every table of one SOTAB V2 split (`iter_sotab` as a list)."""
     return list(iter_sotab(root, split, on_skip=on_skip))

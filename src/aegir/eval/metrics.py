@@ -1,4 +1,4 @@
-"""F1 as every stage reports it (DESIGN §3 "Vocabulary").
+"""F1 as every stage reports it (docs/design.md, "Data contract").
 
 Only annotated targets are scored (columns with a gold CTA label; column pairs with a gold CPA
 label), as in SOTAB: a prediction on an unlabelled column is not a false positive. A target
@@ -102,4 +102,16 @@ def confusions(gold: Sequence[str | None], pred: Sequence[str | None], top: int 
             for label in f1}
 
 
-__all__ = ["F1Scores", "f1_scores", "task_report", "per_label_f1", "confusions"]
+
+def headline(scores: dict[str, dict[str, dict]]) -> dict[str, dict[str, dict[str, float]]]:
+    """The figures a person compares across runs, for a stage's DVC metrics file:
+    `{task: {split: {"micro": …, "macro": …}}}`, F1 in percent rounded to 0.01, from
+    `{task: {split: task_report(…)}}`. Supports and other detail stay in the stage's plain
+    outputs, so that `dvc metrics show` and `dvc exp show` stay narrow."""
+    return {task: {split: {"micro": round(report["micro_f1"], 2), "macro": round(report["macro_f1"], 2)}
+                   for split, report in by_split.items()}
+            for task, by_split in scores.items()}
+
+
+
+__all__ = ["F1Scores", "f1_scores", "headline", "task_report", "per_label_f1", "confusions"]

@@ -19,7 +19,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from aegir import atomic
-from aegir.errors import AegirError
+from aegir.errors import PIPELINE_HINT, AegirError, is_pipeline_output
 from aegir.model.aegir import AegirConfig, AegirModel
 
 WEIGHTS_FILE = "model.safetensors"
@@ -73,6 +73,8 @@ def read_checkpoint(directory: str | Path) -> tuple[dict, AegirConfig, dict[str,
     """config.json as a dict, its model config, and the weights (safetensors, on the CPU)."""
     directory = Path(directory)
     config_path, weights_path = directory / CONFIG_FILE, directory / WEIGHTS_FILE
+    if not directory.exists() and is_pipeline_output(directory):
+        raise CheckpointError(directory, "checkpoint not found" + PIPELINE_HINT)
     for path in (config_path, weights_path):
         if not path.is_file():
             raise CheckpointError(path, "missing (not a checkpoint directory?)")

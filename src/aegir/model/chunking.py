@@ -19,7 +19,7 @@ Departures from H-Net:
 * Padded positions get p = 0 and are never boundaries.
 * The EMA is a sequential loop (reference) and a dense (L × L) lower-triangular weighting in
   log space (the parallel form) instead of H-Net's Mamba-2 scan kernel; O(L²) memory per row,
-  L = number of chunks.
+  L = number of chunks. Both EMA paths run in float32 under autocast (`float32_op`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from aegir.model.ops.precision import float32_op
 
 EMA_PROB_EPS = 1e-4  # p is clamped to [eps, 1 − eps] inside the EMA, as in H-Net
 
@@ -107,6 +109,7 @@ def chunk(h: torch.Tensor, boundary_mask: torch.Tensor) -> tuple[torch.Tensor, t
     return chunk_h * chunk_mask[..., None], chunk_mask
 
 
+@float32_op
 def ema_sequential(z: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     """Reference EMA: out_j = p_j z_j + (1 − p_j) out_{j−1}, out_{−1} = 0.
     z: (B, L, D); p: (B, L) in [0, 1]. Returns (B, L, D)."""
@@ -117,6 +120,7 @@ def ema_sequential(z: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     return torch.stack(out, dim=1) if out else torch.zeros_like(z)
 
 
+@float32_op
 def ema_parallel(z: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     """The same EMA in closed form: out_j = Σ_{i≤j} p_i Π_{i<m≤j}(1 − p_m) z_i, the products
     taken as exp of differences of cumulative log(1 − p) (each ≤ 0: no overflow).

@@ -2,7 +2,9 @@
 
 The `phase2` stage runs these on the Phase 1 model's real batches and writes what they return
 into its JSON report; each returns plain floats, bools, lists and dicts, and none does I/O.
-Randomness comes only from the `torch.Generator` passed in, so a check is reproducible.
+Randomness comes only from the `torch.Generator` passed in, so a check is reproducible; draws
+are made on the generator's device and moved to the inputs' device, so a check gives the same
+numbers on any device and every tensor it makes sits beside its inputs.
 
 * bounded:     `check_range`
 * direction:   `corruption_curve` (r_perf falls as predictions are corrupted),
@@ -19,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
@@ -46,6 +49,12 @@ def check_range(values: torch.Tensor, lo: float, hi: float) -> dict:
     in_range = bool(((real >= lo) & (real <= hi)).all()) if real.numel() else True
     return {"ok": finite and in_range, "finite": finite, "in_range": in_range,
             "min": vmin, "max": vmax, "lo": lo, "hi": hi, "count": int(values.numel())}
+
+
+def _draw(sampler: Callable, shape: torch.Size, generator: torch.Generator,
+          device: torch.device) -> torch.Tensor:
+    """`sampler(shape)` drawn on the generator's device, then moved to `device`."""
+    return sampler(shape, generator=generator, device=generator.device).to(device)
 
 
 def _non_increasing(values: Sequence[float], tol: float = 1e-9) -> bool:
@@ -79,11 +88,11 @@ def corruption_curve(
     exactly, not only on average. Pass gold as pred to start from a perfect annotation.
     Returns levels, r_perf_mean per level, non_increasing, drop (first − last).
     """
-    shape = cta_gold.shape
-    u_cta = torch.rand(shape, generator=generator)
-    u_cpa = torch.rand(shape, generator=generator)
-    off_cta = torch.randint(1, max(num_cta_labels, 2), shape, generator=generator)
-    off_cpa = torch.randint(1, max(num_cpa_labels, 2), shape, generator=generator)
+    shape, device = cta_gold.shape, cta_gold.device
+    u_cta = _draw(torch.rand, shape, generator, device)
+    u_cpa = _draw(torch.rand, shape, generator, device)
+    off_cta = _draw(partial(torch.randint, 1, max(num_cta_labels, 2)), shape, generator, device)
+    off_cpa = _draw(partial(torch.randint, 1, max(num_cpa_labels, 2)), shape, generator, device)
     means = []
     for level in levels:
         cta = _corrupt(cta_pred, cta_gold, u_cta, off_cta, level, num_cta_labels)
@@ -106,7 +115,7 @@ def dropped_columns_curve(
     Draws shared across levels, as in `corruption_curve`. Returns levels, r_finish_mean,
     non_increasing, drop.
     """
-    uniform = torch.rand(annotated_mask.shape, generator=generator)
+    uniform = _draw(torch.rand, annotated_mask.shape, generator, annotated_mask.device)
     means = []
     for level in levels:
         kept = annotated_mask.bool() & ~(uniform < level)
@@ -129,6 +138,7 @@ def routing_patterns(
     target_share: float,
     generator: torch.Generator,
     confidence: float = 0.95,
+    device: torch.device | str = "cpu",
 ) -> dict[str, RoutingPattern]:
     """The routings every routing reward must rank: always_on, always_off, unbalanced, balanced.
 
@@ -145,7 +155,15 @@ def routing_patterns(
     is 0 whatever k, as it is for the router's calibrated policy, E[F] = G = a).
     With S = 1 there is no "unbalanced" routing: balanced activates the one specialist on a
     random share ≈ target_share of the tables (at least one, not all), gates = target_share.
+    The patterns are built from the generator's draws and returned on `device`.
     """
+    patterns = _routing_patterns(batch_size, num_specialists, target_share, generator, confidence)
+    return {name: RoutingPattern(p.activation_mask.to(device), p.gate_prob.to(device))
+            for name, p in patterns.items()}
+
+
+def _routing_patterns(batch_size: int, num_specialists: int, target_share: float,
+                      generator: torch.Generator, confidence: float) -> dict[str, RoutingPattern]:
     B, S = batch_size, num_specialists
     if S < 1 or B < 2:
         raise ValueError(f"routing patterns need S ≥ 1 and B ≥ 2, got S={S}, B={B}")
@@ -199,7 +217,7 @@ def pattern_rewards(
     out: dict = {}
     for name, p in patterns.items():
         B = p.activation_mask.shape[0]
-        columns = torch.ones(B, 1, dtype=torch.bool)
+        columns = torch.ones(B, 1, dtype=torch.bool, device=p.activation_mask.device)
         out[name] = {
             "r_parallel": float(r_parallel(p.activation_mask, p.gate_prob, target_share, balance_weight).mean()),
             "r_finish": float(r_finish(columns, columns, p.activation_mask, degenerate_penalty).mean()),
@@ -214,12 +232,13 @@ def pattern_rewards(
     return out
 
 
-def _fresh_router(dim: int, num_specialists: int, init_bias: float, generator: torch.Generator) -> SpecialistRouter:
+def _fresh_router(dim: int, num_specialists: int, init_bias: float, generator: torch.Generator,
+                  device: torch.device | str = "cpu") -> SpecialistRouter:
     router = SpecialistRouter(dim, num_specialists)
     with torch.no_grad():
         router.proj.weight.normal_(0.0, 0.02, generator=generator)
         router.proj.bias.fill_(init_bias)
-    return router
+    return router.to(device)
 
 
 def _surrogate(
@@ -293,7 +312,7 @@ def router_ascent(
     value_fn(scores (B, S)) → float, when given, is evaluated on the router's scores before
     each step and after training ("value", steps + 1 entries), e.g. the exact expected reward.
     """
-    router = _fresh_router(features.shape[-1], num_specialists, init_bias, generator)
+    router = _fresh_router(features.shape[-1], num_specialists, init_bias, generator, features.device)
     optimizer = torch.optim.Adam(router.parameters(), lr=lr)
     rates, rewards, grad_norms, values = [], [], [], []
     finite = True

@@ -183,8 +183,9 @@ def collect_rollouts(orch: SwarmOrchestrator, batch: Batch, settings: PARLSettin
     cta_gold, cpa_gold = batch.cta_labels.repeat(K, 1), batch.cpa_labels.repeat(K, 1)
 
     S = orch.num_specialists
-    mask = fwd.decision.activation_mask if S else torch.zeros(K * B, 0, dtype=torch.bool)
-    scores = fwd.decision.scores.detach() if S else torch.zeros(K * B, 0)
+    device = batch.byte_ids.device
+    mask = fwd.decision.activation_mask if S else torch.zeros(K * B, 0, dtype=torch.bool, device=device)
+    scores = fwd.decision.scores.detach() if S else torch.zeros(K * B, 0, device=device)
     parts = {"r_perf": [], "r_parallel": [], "r_finish": []}
     for k in range(K):  # one call per rollout: batch-level parts see one rollout of one batch
         rows = slice(k * B, (k + 1) * B)
@@ -212,7 +213,7 @@ def collect_rollouts(orch: SwarmOrchestrator, batch: Batch, settings: PARLSettin
 
     specialist_configs = [s.config for s in orch.specialists]
     critical = torch.tensor([critical_steps(orchestrator_stages(orch.primary.config, specialist_configs, row))
-                             for row in mask.tolist()], dtype=torch.float32)
+                             for row in mask.tolist()], dtype=torch.float32, device=device)
     decision = None
     if S:
         d = fwd.decision
@@ -246,13 +247,15 @@ def token_loss(orch: SwarmOrchestrator, batch: Batch, fwd: PolicyForward, rollou
     logp_new = [new_cta[rollouts.cta_tokens], new_cpa[rollouts.cpa_tokens]]
     logp_old = [rollouts.cta_logp_old[rollouts.cta_tokens], rollouts.cpa_logp_old[rollouts.cpa_tokens]]
     advantage = [rollouts.cta_advantage[rollouts.cta_tokens], rollouts.cpa_advantage[rollouts.cpa_tokens]]
-    weight = [torch.ones(int(rollouts.cta_tokens.sum())), torch.ones(int(rollouts.cpa_tokens.sum()))]
+    device = new_cta.device
+    weight = [torch.ones(int(rollouts.cta_tokens.sum()), device=device),
+              torch.ones(int(rollouts.cpa_tokens.sum()), device=device)]
     if rollouts.decision is not None:
         tokens = rollouts.decision.token_mask
         logp_new.append(fwd.routing_log_prob[tokens])
         logp_old.append(rollouts.routing_logp_old[tokens])
         advantage.append(rollouts.routing_advantage[:, None].expand_as(tokens)[tokens])
-        weight.append(torch.full((int(tokens.sum()),), settings.critical_weight))
+        weight.append(torch.full((int(tokens.sum()),), settings.critical_weight, device=device))
     rl_loss, stats = clipped_token_loss(torch.cat(logp_new), torch.cat(logp_old), torch.cat(advantage),
                                         torch.cat(weight), epsilon, settings.kl_coef)
 

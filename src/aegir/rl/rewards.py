@@ -1,4 +1,4 @@
-"""Phase 2 reward components, the λ schedule and the REINFORCE surrogate (DESIGN §5).
+"""Phase 2 reward components, the λ schedule and the REINFORCE surrogate (docs/design.md, "Phase 2").
 
 Every reward is a pure function of tensors that returns one value per table, shape (B,), and
 carries no gradient: a reward is a number the policy gradient multiplies, never a path for
@@ -27,67 +27,9 @@ from typing import Literal
 
 import torch
 
-from aegir.errors import check_config
+from aegir.config import LambdaConfig, RewardConfig  # noqa: F401  (params sections; live in aegir.config)
 
 PerfMode = Literal["cta", "cpa", "both"]
-
-
-# ----------------------------------------------------------------------------- params
-
-
-@dataclass(frozen=True)
-class RewardConfig:
-    """Params section `rewards`: the shape of the three reward components."""
-
-    perf_mode: Literal["cta", "cpa", "both"] = "both"  # which annotations r_perf scores
-    target_share: float = 0.25  # share of specialists a table should activate, in (0, 1)
-    balance_weight: float = 0.5  # weight of the balance term inside r_parallel, ≥ 0
-    degenerate_penalty: float = 0.5  # r_finish penalty for fully degenerate routing, in [0, 1]
-
-    def __post_init__(self) -> None:
-        check_config(self.perf_mode in ("cta", "cpa", "both"), "rewards.perf_mode",
-               f"expected one of ['cta', 'cpa', 'both'], got {self.perf_mode!r}")
-        check_config(0.0 < self.target_share < 1.0, "rewards.target_share",
-               f"must be in (0, 1), got {self.target_share}")
-        check_config(0.0 <= self.balance_weight <= 100.0, "rewards.balance_weight",
-               f"must be in [0, 100], got {self.balance_weight}")
-        check_config(0.0 <= self.degenerate_penalty <= 1.0, "rewards.degenerate_penalty",
-               f"must be in [0, 1], got {self.degenerate_penalty}")
-
-
-@dataclass(frozen=True)
-class LambdaConfig:
-    """Params section `lambda`: λ1 (r_parallel) and λ2 (r_finish) per training phase.
-
-    `lambda.early` is λ1 of the early phase, a plain number, so that
-    `dvc exp run --set-param lambda.early=0.2` works as documented.
-    """
-
-    early: float = 0.3  # λ1 (r_parallel weight) in the early phase
-    mid: float = 0.1  # λ1 in the mid phase
-    late: float = 0.05  # λ1 in the late phase
-    finish_early: float = 0.1  # λ2 (r_finish weight) in the early phase
-    finish_mid: float = 0.3  # λ2 in the mid phase
-    finish_late: float = 0.05  # λ2 in the late phase
-    mid_start: float = 0.3  # progress (fraction of training) where the mid phase begins
-    late_start: float = 0.7  # progress where the late phase begins
-    transition: float = 0.05  # width (fraction of training) of the linear blend after a boundary; 0 = steps
-
-    def __post_init__(self) -> None:
-        for key in ("early", "mid", "late", "finish_early", "finish_mid", "finish_late"):
-            value = getattr(self, key)
-            check_config(math.isfinite(value) and 0.0 <= value <= 100.0, f"lambda.{key}",
-                   f"must be in [0, 100], got {value}")
-        check_config(0.0 < self.mid_start < self.late_start, "lambda.mid_start",
-               f"need 0 < mid_start < late_start < 1, got mid_start={self.mid_start}, "
-               f"late_start={self.late_start}")
-        check_config(self.late_start < 1.0, "lambda.late_start",
-               f"need 0 < mid_start < late_start < 1, got late_start={self.late_start}")
-        check_config(0.0 <= self.transition, "lambda.transition", f"must be ≥ 0, got {self.transition}")
-        check_config(self.mid_start + self.transition <= self.late_start
-               and self.late_start + self.transition <= 1.0, "lambda.transition",
-               f"a blend of width {self.transition} must end before the next boundary "
-               f"(mid_start={self.mid_start}, late_start={self.late_start}, end=1)")
 
 
 # ----------------------------------------------------------------------------- schedules
@@ -290,7 +232,7 @@ def share_term(activation_mask: torch.Tensor, gate_prob: torch.Tensor, target_sh
     if gate_prob.shape != mask.shape:
         raise ValueError(f"gate_prob {tuple(gate_prob.shape)} must match activation_mask {tuple(mask.shape)}")
     if mask.shape[1] == 0:  # no specialists: no routing to reward
-        return torch.zeros(mask.shape[0])
+        return torch.zeros(mask.shape[0], device=mask.device)
     F = mask.mean(-1)  # (B,)
     G = gate_prob.detach().float().mean(-1)  # (B,)
     scale = max(target_share, 1.0 - target_share) ** 2
@@ -311,7 +253,7 @@ def balance_term(activation_mask: torch.Tensor) -> torch.Tensor:
     mask = _as_float_mask(activation_mask)
     B, S = mask.shape
     if S < 2:
-        return torch.zeros(B)
+        return torch.zeros(B, device=activation_mask.device)
     load = mask.mean(0)  # (S,)
     excess = load - load.mean()  # (S,)
     chosen = mask.sum(-1)  # (B,)
@@ -354,7 +296,7 @@ def routing_degeneracy(activation_mask: torch.Tensor) -> torch.Tensor:
     mask = _as_float_mask(activation_mask)
     B, S = mask.shape
     if S == 0:  # no specialists: no routing that could be degenerate
-        return torch.zeros(())
+        return torch.zeros((), device=mask.device)
     if B < 2:
         rate = mask.mean()
         return ((rate == 0) | (rate == 1)).float()

@@ -5,7 +5,9 @@ character n-gram TF-IDF + logistic regression (scikit-learn) is trained on `trai
 (never on the evaluation splits, `real` among them) for CTA
 (every labelled column) and for CPA (every labelled non-subject column, read alone: the
 baseline never sees column 0 or any other column). It is scored on every split with the same
-F1 as the model (`aegir.eval.metrics`) and writes `results/baselines/metrics.json`.
+F1 as the model (`aegir.eval.metrics`) and writes `results/baselines/scores.json` (every split,
+train included, with supports) and `results/baselines/metrics.json` (DVC metrics: micro and
+macro F1 per evaluation split, as phase1 reports them).
 
 What this baseline cannot do is the point of the benchmark's corner cases: tell apart columns
 whose cells look alike and whose label only the rest of the table decides.
@@ -22,11 +24,11 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 
 from aegir import atomic
-from aegir.config import SPLITS, TRAIN_SPLIT, BaselinesConfig, load_params
+from aegir.config import EVAL_SPLITS, SPLITS, TRAIN_SPLIT, BaselinesConfig, load_params
 from aegir.data.prepared import read_split, tables_from_arrow
 from aegir.data.table import Table
 from aegir.errors import AegirError
-from aegir.eval.metrics import task_report
+from aegir.eval.metrics import headline, task_report
 
 TASKS = ("cta", "cpa")
 
@@ -77,16 +79,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--data", default="data/prepared")
-    parser.add_argument("--out", default="results/baselines/metrics.json")
+    parser.add_argument("--out", default="results/baselines/metrics.json", help="headline F1 (DVC metrics)")
+    parser.add_argument("--scores", default="results/baselines/scores.json", help="every split, with supports")
     args = parser.parse_args(argv)
     try:
         cfg = load_params(args.params).baselines
-        metrics = run(cfg, Path(args.data))
+        scores = run(cfg, Path(args.data))
     except AegirError as exc:
         parser.exit(2, f"baselines: error: {exc}\n")
-    atomic.write_json(args.out, metrics)
+    atomic.write_json(args.scores, scores)
+    atomic.write_json(args.out, headline({task: {split: scores[task][split] for split in EVAL_SPLITS}
+                                          for task in TASKS}))
     for task in TASKS:
-        row = "  ".join(f"{split} {m['micro_f1']:.1f}" for split, m in metrics[task].items())
+        row = "  ".join(f"{split} {m['micro_f1']:.1f}" for split, m in scores[task].items())
         print(f"{task.upper()} micro-F1: {row}")
     return 0
 

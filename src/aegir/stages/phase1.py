@@ -1,7 +1,8 @@
 """Stage `phase1@<agent>`: supervised training of the primary model or one specialist.
 
     python -m aegir.stages.phase1 --agent primary
-    accelerate launch --num_processes 2 --cpu -m aegir.stages.phase1 --agent primary
+    accelerate launch --config_file workflow/accelerate/cpu.yaml -m aegir.stages.phase1 --agent primary
+    accelerate launch --config_file workflow/accelerate/cpu.yaml --num_processes 2 -m aegir.stages.phase1 …
 
 Loss: cross-entropy on labelled columns (CTA) and labelled (column 0, column j) pairs (CPA),
 plus the H-Net ratio loss (see `AegirModel.loss`). Every agent in the `agents` section of
@@ -12,23 +13,31 @@ anything.
 Accelerate drives the loop: one process on a CPU, or any number under `accelerate launch`.
 A global batch of `batch_size` tables is split across processes (gradients are averaged by
 DDP), so a run is consistent whatever the process count. Validation predictions are gathered
-from every process. On CPU with one process the run is deterministic: the same params and
-data give byte-identical checkpoint and metrics.
+from every process; the logged training loss and chunking figures are means over processes.
+On CPU with one process the run is deterministic: the same params and data give
+byte-identical checkpoint and metrics. Under bf16/fp16 autocast (`mixed_precision` in the
+accelerate config) the recurrences still run in float32 (`aegir.model.ops.float32_op`).
 
 Outputs (paths from the command line; dvc.yaml names them once):
   --out       model.safetensors + config.json (final weights, model config, params, vocabularies,
-              data fingerprint)
-  --metrics   metrics.json (CTA/CPA micro/macro F1 per split) and live/ (DVCLive curves)
-  --state     training state saved every `checkpoint_every` steps; a killed run, re-run with
-              the same params and data, resumes from it
+              data fingerprint, process count)
+  --metrics   metrics.json (DVC metrics: CTA/CPA micro and macro F1 per evaluation split),
+              scores.json (the detail: supports, specialists' in-domain F1, steps, tables),
+              timing.json (DVC metrics: wall time of this run; the one output that is not
+              reproducible, and the only one left out of byte-identity checks) and live/
+              (DVCLive curves)
+  --state     training state saved every `checkpoint_every` steps, with a snapshot of the
+              curves logged so far; a killed run, re-run with the same params and data,
+              resumes from it. It lives outside every other output (dvc.yaml: `persist: true`)
+              so that neither DVC nor Snakemake deletes it before the rerun.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import shutil
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -36,18 +45,19 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import gather_object
 from dvclive import Live
-from tqdm import tqdm
 
 from aegir import atomic
 from aegir.config import EVAL_SPLITS, SPLITS, TRAIN_SPLIT, AgentConfig, Params, Phase1Config, build, load_params
 from aegir.data.dataset import Example, collate, length_grouped_batches, load_examples
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.errors import AegirError, ConfigError
+from aegir.eval.metrics import headline
 from aegir.eval.predict import TablePrediction, predict, score
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.aegir import AegirConfig, AegirModel
 from aegir.model.checkpoint import save_checkpoint
-from aegir.train.resume import TrainingProgress, fingerprint, load_state, save_state
+from aegir.progress import progress as progress_bar
+from aegir.train.resume import TrainingProgress, fingerprint, load_state, restore_snapshot, save_state
 from aegir.train.schedule import learning_rate
 
 
@@ -94,16 +104,6 @@ def evaluate(model: torch.nn.Module, examples: list[Example], batch_size: int,
     return score(examples, gathered_predictions(model, examples, batch_size, accelerator))
 
 
-def trim_curves(live_dir: Path, last_step: int) -> None:
-    """Drop curve points logged after the resumed state (they will be logged again)."""
-    for tsv in (live_dir / "plots" / "metrics").rglob("*.tsv"):
-        with tsv.open(newline="") as handle:
-            rows = list(csv.reader(handle, delimiter="\t"))
-        kept = [rows[0]] + [r for r in rows[1:] if int(r[0]) <= last_step]
-        with tsv.open("w", newline="") as handle:
-            csv.writer(handle, delimiter="\t", lineterminator="\n").writerows(kept)
-
-
 def training_examples(data_dir: Path, agent: AgentConfig) -> list[Example]:
     """What an agent trains on: the `train` split's tables of its domains, nothing else (the
     evaluation splits, `real` among them, are only ever scored)."""
@@ -112,7 +112,8 @@ def training_examples(data_dir: Path, agent: AgentConfig) -> list[Example]:
 
 def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metrics_dir: Path,
           state_dir: Path, accelerator: Accelerator | None = None) -> dict:
-    """Train one agent; write its checkpoint and metrics; return the metrics."""
+    """Train one agent; write its checkpoint and metrics; return the detailed scores."""
+    started = time.perf_counter()
     accelerator = accelerator or Accelerator(cpu=not torch.cuda.is_available())
     if agent_name not in params.agents:
         raise ConfigError(f"agents.{agent_name}: no such agent (known: {', '.join(params.agents)})")
@@ -141,17 +142,17 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
 
     live_dir = metrics_dir / "live"
     if accelerator.is_main_process:
-        if progress.step == 0:
-            shutil.rmtree(live_dir, ignore_errors=True)
-        else:
-            trim_curves(live_dir, progress.step)
+        # the curves restart with the run: empty, or as they were when the state was saved
+        shutil.rmtree(live_dir, ignore_errors=True)
+        if progress.step > 0:
+            restore_snapshot(state_dir, live_dir)
             accelerator.print(f"resuming {agent_name} at step {progress.step}/{total_steps}")
     live = Live(dir=str(live_dir), resume=progress.step > 0, save_dvc_exp=False, dvcyaml=False) \
         if accelerator.is_main_process else None
 
     step = progress.step
-    bar = tqdm(total=total_steps, initial=step, desc=f"phase1 {agent_name}", unit="step",
-               disable=not accelerator.is_local_main_process, mininterval=2.0)
+    bar = progress_bar(total=total_steps, initial=step, desc=f"phase1 {agent_name}", unit="step",
+                       disable=not accelerator.is_local_main_process, mininterval=2.0)
     model.train()
     for epoch in range(progress.epoch, epochs):
         batches = length_grouped_batches(train_examples, cfg.batch_size, agent.seed, epoch)
@@ -174,17 +175,20 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
             step += 1
             bar.update(1)
 
-            if live is not None and step % cfg.log_every == 0:
-                live.step = step
-                live.log_metric("train/loss", float(loss.detach()))
-                for name, value in parts.items():
-                    live.log_metric(f"train/{name}", float(value))
+            if step % cfg.log_every == 0:
+                # every process's figures, averaged (a collective: all processes take part)
                 stats = output.chunk_stats
-                live.log_metric("chunking/F", float(stats.F))
-                live.log_metric("chunking/G", float(stats.G))
-                live.log_metric("chunking/ratio", float(stats.ratio))
-                live.log_metric("train/lr", lr)
-                bar.set_postfix(loss=f"{float(loss.detach()):.3f}", ratio=f"{float(stats.ratio):.2f}")
+                logged = {"train/loss": loss.detach(), **{f"train/{k}": v for k, v in parts.items()},
+                          "chunking/F": stats.F, "chunking/G": stats.G, "chunking/ratio": stats.ratio}
+                means = accelerator.reduce(torch.stack([v.float() for v in logged.values()]), "mean")
+                logged = dict(zip(logged, means.tolist()))
+                if live is not None:
+                    live.step = step
+                    for name, value in logged.items():
+                        live.log_metric(name, value)
+                    live.log_metric("train/lr", lr)
+                bar.set_postfix(loss=f"{logged['train/loss']:.3f}", ratio=f"{logged['chunking/ratio']:.2f}",
+                                refresh=False)
             if cfg.eval_every and step % cfg.eval_every == 0 and step < total_steps:
                 valid = evaluate(model, valid_examples, cfg.eval_batch_size, accelerator)
                 if live is not None:
@@ -195,15 +199,16 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
             if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 and step < total_steps:
                 accelerator.wait_for_everyone()
                 if accelerator.is_main_process:
+                    live.make_summary()  # the snapshot holds the curves and their summary
                     save_state(state_dir, accelerator.unwrap_model(model), optimizer,
-                               TrainingProgress(step, epoch, batch_index + 1), run_print)
+                               TrainingProgress(step, epoch, batch_index + 1), run_print, snapshot=live_dir)
         if step >= total_steps:
             break
     bar.close()
 
-    metrics = final_metrics(model, agent, data_dir, cfg, accelerator)
-    metrics["steps"] = step
-    metrics["train_tables"] = len(train_examples)
+    scores = final_scores(model, agent, data_dir, cfg, accelerator)
+    scores["steps"] = step
+    scores["train_tables"] = len(train_examples)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         unwrapped = accelerator.unwrap_model(model)
@@ -214,22 +219,30 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
             "vocab": {"cta": list(cta_vocab().labels), "cpa": list(cpa_vocab().labels)},
             "data_fingerprint": data_print,
             "num_parameters": sum(p.numel() for p in unwrapped.parameters()),
+            "num_processes": accelerator.num_processes,
         })
+        live.step = step
         if step > progress.step:  # a run resumed at its end logged its final point already
-            live.step = step
             for task in ("cta", "cpa"):
-                live.log_metric(f"valid/{task}_micro_f1", metrics[task]["valid"]["micro_f1"])
-                live.log_metric(f"valid/{task}_macro_f1", metrics[task]["valid"]["macro_f1"])
+                live.log_metric(f"valid/{task}_micro_f1", scores[task]["valid"]["micro_f1"])
+                live.log_metric(f"valid/{task}_macro_f1", scores[task]["valid"]["macro_f1"])
         # the final state comes after the final curve point, so "state saved" implies "logged"
-        save_state(state_dir, unwrapped, optimizer, TrainingProgress(step, epochs, 0), run_print)
-        atomic.write_json(metrics_dir / "metrics.json", metrics)
+        live.make_summary()
+        save_state(state_dir, unwrapped, optimizer, TrainingProgress(step, epochs, 0), run_print,
+                   snapshot=live_dir)
+        atomic.write_json(metrics_dir / "scores.json", scores)
+        atomic.write_json(metrics_dir / "metrics.json", headline({task: scores[task] for task in ("cta", "cpa")}))
+        atomic.write_json(metrics_dir / "timing.json", {
+            "wall_seconds": round(time.perf_counter() - started, 1),
+            "resumed_at_step": progress.step,
+        })
         live.end()
-    return metrics
+    return scores
 
 
-def final_metrics(model, agent: AgentConfig, data_dir: Path, cfg: Phase1Config,
-                  accelerator: Accelerator) -> dict:
-    """F1 on every split; specialists also on the tables of their own domains."""
+def final_scores(model, agent: AgentConfig, data_dir: Path, cfg: Phase1Config,
+                 accelerator: Accelerator) -> dict:
+    """F1 (with supports) on every evaluation split; specialists also on their own domains."""
     metrics: dict = {"cta": {}, "cpa": {}}
     if agent.domains:
         metrics["in_domain"] = {"cta": {}, "cpa": {}}
@@ -253,12 +266,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--data", default="data/prepared")
     parser.add_argument("--out", help="checkpoint directory (default models/phase1/<agent>)")
-    parser.add_argument("--metrics", help="metrics directory (default results/phase1/<agent>)")
+    parser.add_argument("--metrics", help="metrics directory: metrics.json, scores.json, timing.json, live/ "
+                                          "(default results/phase1/<agent>)")
     parser.add_argument("--state", help="resume-state directory (default state/phase1/<agent>)")
     args = parser.parse_args(argv)
     try:
         params = load_params(args.params)
-        metrics = train(
+        scores = train(
             args.agent, params, Path(args.data),
             Path(args.out or f"models/phase1/{args.agent}"),
             Path(args.metrics or f"results/phase1/{args.agent}"),
@@ -267,8 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     except AegirError as exc:
         parser.exit(2, f"phase1: error: {exc}\n")
     print(f"phase1 {args.agent}: " + "  ".join(
-        f"{task.upper()} test {metrics[task]['test']['micro_f1']:.1f} / corner {metrics[task]['corner_cases']['micro_f1']:.1f}"
-        f" / real {metrics[task]['real']['micro_f1']:.1f}"
+        f"{task.upper()} test {scores[task]['test']['micro_f1']:.1f} / corner {scores[task]['corner_cases']['micro_f1']:.1f}"
+        f" / real {scores[task]['real']['micro_f1']:.1f}"
         for task in ("cta", "cpa")))
     return 0
 

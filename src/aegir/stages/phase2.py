@@ -54,7 +54,9 @@ advantages, the quantity Phase 3's loss sees, are reported beside them with thei
 suggestion (r_perf's between-table spread cancels in those).
 
 Outputs (written atomically; the stage exits 1 after writing them when a check fails):
-  <out>/report.json   DVC metrics: every check with `ok` and its measured values
+  <out>/metrics.json  DVC metrics: checks run, checks failed, the primary's mean r_perf, the
+                      mean combined reward at each schedule point
+  <out>/report.json   every check with `ok` and its measured values, the λ tables
   <out>/plots/        corruption.csv, routing.csv, ascent.csv and a PNG of each
 """
 
@@ -72,7 +74,7 @@ from pathlib import Path
 import torch
 
 from aegir import atomic
-from aegir.config import Params, load_params
+from aegir.config import Params, Phase2Config, load_params
 from aegir.data.batch import Batch
 from aegir.data.dataset import Example, collate, load_examples
 from aegir.data.prepared import split_path
@@ -104,44 +106,6 @@ from aegir.swarm.router import SpecialistRouter
 from aegir.swarm.specialist import load_agents as load_phase1_agents
 
 MAX_EXACT_SPECIALISTS = 10  # r_perf's expectation enumerates 2^S routings per table
-
-
-@dataclass(frozen=True)
-class Phase2Config:
-    """Params section `phase2`: how the reward checks sample and measure."""
-
-    seed: int = 0  # seeds table selection, router inits, routing samples and corruption draws
-    batches: int = 4  # valid batches checked (fewer when the split has fewer full batches)
-    batch_size: int = 16  # tables per batch: what the batch-level reward parts see (≥ 2)
-    rollouts: int = 8  # routings sampled per table for each estimate (group baseline, ≥ 2)
-    corruption_levels: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)  # corrupted / dropped shares
-    confidence: float = 0.95  # gate probability of a decided gate in the hand-made routings
-    ascent_steps: int = 30  # Adam steps of each router-ascent run
-    ascent_lr: float = 0.1  # Adam step size of the ascent
-    ascent_init_bias: float = 3.0  # |gate logit| of the always-on (+) / always-off (−) starts
-    schedule_points: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)  # progress where λ is reported
-    max_lambda: float = 10.0  # cap of a suggested λ
-
-    def __post_init__(self) -> None:
-        check_config(0 <= self.seed < 2**32, "phase2.seed", f"must be in [0, 2^32), got {self.seed}")
-        check_config(1 <= self.batches <= 10_000, "phase2.batches", f"must be in [1, 10000], got {self.batches}")
-        check_config(2 <= self.batch_size <= 4096, "phase2.batch_size", f"must be in [2, 4096], got {self.batch_size}")
-        check_config(2 <= self.rollouts <= 1024, "phase2.rollouts", f"must be in [2, 1024], got {self.rollouts}")
-        levels = self.corruption_levels
-        check_config(len(levels) >= 2 and levels[0] == 0.0 and all(0.0 <= x <= 1.0 for x in levels)
-               and all(a < b for a, b in zip(levels, levels[1:])), "phase2.corruption_levels",
-               f"need ≥ 2 strictly increasing shares in [0, 1] starting at 0, got {list(levels)}")
-        check_config(0.5 < self.confidence < 1.0, "phase2.confidence", f"must be in (0.5, 1), got {self.confidence}")
-        check_config(1 <= self.ascent_steps <= 10_000, "phase2.ascent_steps",
-               f"must be in [1, 10000], got {self.ascent_steps}")
-        check_config(0.0 < self.ascent_lr <= 10.0, "phase2.ascent_lr", f"must be in (0, 10], got {self.ascent_lr}")
-        check_config(0.0 < self.ascent_init_bias <= 20.0, "phase2.ascent_init_bias",
-               f"must be in (0, 20], got {self.ascent_init_bias}")
-        points = self.schedule_points
-        check_config(len(points) >= 1 and all(0.0 <= x <= 1.0 for x in points)
-               and len({round(x * 100) for x in points}) == len(points), "phase2.schedule_points",
-               f"need ≥ 1 progress value in [0, 1], distinct to the percent, got {list(points)}")
-        check_config(0.0 < self.max_lambda <= 1000.0, "phase2.max_lambda", f"must be in (0, 1000], got {self.max_lambda}")
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -207,7 +171,7 @@ class BatchAnnotations:
 
     def routed_predictions(self, activation_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """activation_mask (B, S) → (cta_pred, cpa_pred), each (B, C) long."""
-        j, rows = routing_index(activation_mask), torch.arange(self.batch_size)
+        j, rows = routing_index(activation_mask), torch.arange(self.batch_size, device=activation_mask.device)
         return self.routed_cta[j, rows], self.routed_cpa[j, rows]
 
     def primary_predictions(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -266,7 +230,7 @@ def pooled(batches: list[BatchAnnotations], component, rc: RewardConfig):
 
 def r_perf_table(batches: list[BatchAnnotations], rc: RewardConfig) -> torch.Tensor:
     """(N·B, 2^S): routed r_perf of every table under every routing of it."""
-    routings = all_routings(batches[0].num_specialists)
+    routings = all_routings(batches[0].num_specialists, batches[0].column_mask.device)
     rows = []
     for b in batches:
         rows.append(torch.stack([routed_r_perf(b, m.expand(b.batch_size, -1), m.float().expand(b.batch_size, -1), rc)
@@ -276,7 +240,7 @@ def r_perf_table(batches: list[BatchAnnotations], rc: RewardConfig) -> torch.Ten
 
 def expected_value(table: torch.Tensor, scores: torch.Tensor) -> float:
     """Mean over tables of E[r] under independent Bernoulli gates: table (N, 2^S), scores (N, S)."""
-    routings = all_routings(scores.shape[1]).float()  # (2^S, S)
+    routings = all_routings(scores.shape[1], scores.device).float()  # (2^S, S)
     p = scores.detach().double().clamp(1e-12, 1 - 1e-12)
     log_prob = p.log() @ routings.double().T + (1 - p).log() @ (1 - routings.double()).T  # (N, 2^S)
     return float((log_prob.exp() * table.double()).sum(-1).mean())
@@ -296,12 +260,13 @@ def router_features(batches: list[BatchAnnotations]) -> torch.Tensor:
     return (h / math.sqrt(h.shape[1])).float()
 
 
-def seeded_router(d_model: int, num_specialists: int, rate: float, generator: torch.Generator) -> SpecialistRouter:
+def seeded_router(d_model: int, num_specialists: int, rate: float, generator: torch.Generator,
+                  device: torch.device | str = "cpu") -> SpecialistRouter:
     """A router with every gate at `rate` (bias logit(rate)) and N(0, 0.02) weights from `generator`."""
     router = SpecialistRouter(d_model, num_specialists, init_rate=rate)
     with torch.no_grad():
         router.proj.weight.normal_(0.0, 0.02, generator=generator)
-    return router
+    return router.to(device)
 
 
 @torch.no_grad()
@@ -348,7 +313,8 @@ def direction_checks(batches: list[BatchAnnotations], rc: RewardConfig, cfg: Pha
         if rc.perf_mode in ("cpa", "both"):
             scored |= b.cpa_gold >= 0
         labelled_tables.append((scored & b.column_mask).any(-1).float())
-        patterns = routing_patterns(b.batch_size, b.num_specialists, rc.target_share, g_pattern, cfg.confidence)
+        patterns = routing_patterns(b.batch_size, b.num_specialists, rc.target_share, g_pattern, cfg.confidence,
+                                    device=b.column_mask.device)
         annotated = annotated_columns(cta_pred, cpa_pred, b.column_mask, rc.perf_mode)
         drop_curves.append(dropped_columns_curve(annotated, b.column_mask, patterns["balanced"].activation_mask,
                                                  levels, g_drop, rc.degenerate_penalty))
@@ -464,13 +430,14 @@ def check_batches(params: Params, batches: list[BatchAnnotations], specialist_na
     features_dim = batches[0].features.shape[1]
     checks: dict[str, dict] = {}
 
+    device = batches[0].column_mask.device  # every tensor made here sits beside the batches
     # ranges: the primary's own r_perf, then every component under sampled routings
-    perf_primary = torch.cat([routed_r_perf(b, torch.zeros(b.batch_size, S, dtype=torch.bool),
-                                            torch.zeros(b.batch_size, S), rc) for b in batches])
+    perf_primary = torch.cat([routed_r_perf(b, torch.zeros(b.batch_size, S, dtype=torch.bool, device=device),
+                                            torch.zeros(b.batch_size, S, device=device), rc) for b in batches])
     checks["r_perf.range_primary"] = check_range(perf_primary, 0.0, 1.0)
     rates = sorted({1.0 - cfg.confidence, rc.target_share, 0.5, cfg.confidence})
     g_router, g_sample = _generator(cfg.seed, 5), _generator(cfg.seed, 6)
-    sampled = {rate: sample_components(batches, seeded_router(features_dim, S, rate, g_router), rc,
+    sampled = {rate: sample_components(batches, seeded_router(features_dim, S, rate, g_router, device), rc,
                                        cfg.rollouts, g_sample) for rate in rates}
     bounds = {"r_perf": (0.0, 1.0), "r_parallel": (-1.0, 1.0), "r_finish": (-rc.degenerate_penalty, 1.0)}
     for name, (lo, hi) in bounds.items():
@@ -620,10 +587,20 @@ def draw_plots(tables: dict[str, list[list]], target_share: float, plots_dir: Pa
     plt.close(fig)
 
 
+def headline(report: dict) -> dict:
+    """The DVC metrics of phase2: how many checks ran and failed, the primary's mean r_perf, and
+    the mean combined reward r at each reported point of training (what a λ experiment moves;
+    keys `p000` … as in the report's λ schedule)."""
+    return {"checks": report["num_checks"], "failed": report["num_failed"],
+            "primary_r_perf": report["setup"]["primary_r_perf_mean"],
+            "reward": {point: row["reward_mean"] for point, row in report["lambda"]["schedule"].items()}}
+
+
 def write_outputs(report: dict, out_dir: Path) -> None:
-    """report.json + plots/ (CSV and PNG), replacing `out_dir` atomically."""
+    """metrics.json + report.json + plots/ (CSV and PNG), replacing `out_dir` atomically."""
     with atomic.staged_dir(out_dir) as staging:
         atomic.write_json(staging / "report.json", report)
+        atomic.write_json(staging / "metrics.json", headline(report))
         plots_dir = staging / "plots"
         plots_dir.mkdir()
         tables = plot_tables(report)
@@ -637,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--data", default="data/prepared", help="prepared data directory (its valid split)")
     parser.add_argument("--models", default="models/phase1", help="Phase 1 checkpoints, one directory per agent")
-    parser.add_argument("--out", default="results/phase2", help="report.json and plots/")
+    parser.add_argument("--out", default="results/phase2", help="metrics.json, report.json and plots/")
     args = parser.parse_args(argv)
     try:
         params = load_params(args.params)

@@ -24,11 +24,13 @@ resumes from its last saved state.
 Outputs:
   --out       the fused orchestrator (`aegir.swarm.checkpoint`; specialists by fingerprint) and
               `control/` (a plain model checkpoint of the control's primary)
-  --metrics   metrics.json (DVC metrics: `phase1`, `control`, `fused`, `ensemble` in Phase 1's
-              layout, `routing`, `critical_steps`), report.json (specialist slices, state
-              survival, routing detail, settings), timing.json (wall clock of each run and of
-              each stage of the routed forward: the only output a rerun does not reproduce),
-              live/fused and live/control (DVCLive curves)
+  --metrics   metrics.json (DVC metrics, headline figures: `phase1`, `control` and `fused` F1 in
+              Phase 1's layout, `routing` activation rates overall and per domain),
+              scores.json (every variant's F1 with supports — the ensemble (d) too — routing
+              statistics, critical steps), report.json (specialist slices where each beats
+              the primary, state survival, settings), timing.json (DVC metrics: wall clock
+              of the stage, of each run and of each stage of the routed forward — the only
+              output a rerun does not reproduce), live/fused and live/control (DVCLive)
   --state     resume state of each run
 """
 
@@ -40,24 +42,25 @@ import math
 import shutil
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 from accelerate import Accelerator
 from dvclive import Live
-from tqdm import tqdm
 
 from aegir import atomic
-from aegir.config import EVAL_SPLITS, SPLITS, TRAIN_SPLIT, Params, load_params
+from aegir.config import EVAL_SPLITS, SPLITS, TRAIN_SPLIT, Params, Phase3Config, load_params
 from aegir.data.dataset import Example, collate, eval_batches, length_grouped_batches, load_examples
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.errors import AegirError, DataError, check_config
+from aegir.eval.metrics import headline
 from aegir.eval.predict import TablePrediction, predict, score, table_predictions
 from aegir.eval.routing import routing_stats, slice_scores, slices_beaten
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.aegir import AegirModel
 from aegir.model.checkpoint import load_checkpoint, save_checkpoint
+from aegir.progress import progress as progress_bar
 from aegir.rl.parl import PARLSettings, collect_rollouts, rescore, token_loss
 from aegir.rl.rewards import LambdaSchedule, budget_cap, clip_epsilon
 from aegir.swarm.checkpoint import save_orchestrator
@@ -70,75 +73,8 @@ from aegir.swarm.orchestrator import (
     build_orchestrator,
 )
 from aegir.swarm.specialist import checkpoint_fingerprint, load_agents
-from aegir.train.resume import TrainingProgress, fingerprint, load_state, save_state
+from aegir.train.resume import TrainingProgress, fingerprint, load_state, restore_snapshot, save_state
 from aegir.train.schedule import learning_rate
-
-
-@dataclass(frozen=True)
-class Phase3Config:
-    """Params section `phase3`: the PARL run and its control."""
-
-    specialists: tuple[str, ...] = ("primary", "places", "media")  # frozen Phase 1 checkpoints
-    seed: int = 0  # init of router/fusion, batch order, every sampled routing and label
-    steps: int = 300  # PARL updates of each run (fused and control alike)
-    batch_size: int = 8  # tables per step, over all processes
-    rollouts: int = 4  # K rollouts per table: the group of the advantage baseline
-    ppo_epochs: int = 2  # updates per batch of rollouts (the first reuses the rollout forward)
-    lr: float = 5e-4  # peak lr of the primary (it starts trained)
-    fusion_lr: float = 3e-3  # peak lr of the new parts: router, alignments, fusion gates
-    min_lr_ratio: float = 0.1  # final lr as a share of the peak (cosine)
-    warmup_steps: int = 20
-    weight_decay: float = 0.01  # AdamW, on matrices of the primary only
-    grad_clip: float = 1.0
-    ce_weight: float = 1.0  # supervised CE on gold labels beside the RL loss (0 allowed)
-    kl_coef: float = 0.0  # per-token KL(π_old‖π_new) penalty (0 = off)
-    critical_weight: float = 2.0  # token weight of routing decisions (label tokens weigh 1)
-    clip_start: float = 0.2  # PPO ε at the start …
-    clip_end: float = 0.1  # … annealed linearly to this
-    abstain_below: float = 0.3  # a sampled label below this probability is left unannotated
-    activation_threshold: float = 0.5  # evaluation: a gate opens above this score
-    router_init_rate: float = 0.5  # every gate's initial probability
-    budget_period: int = 50  # steps per capped + uncapped window
-    budget_capped_share: float = 0.5  # share of each window under the cap on specialists per batch
-    eval_every: int = 100  # steps between validation F1 points (0: at the end only)
-    log_every: int = 10  # steps between curve points (each the mean over its window)
-    checkpoint_every: int = 50  # steps between saved training states
-    eval_batch_size: int = 32
-    survival_tables: int = 64  # valid tables on which the fused state's survival is measured
-
-    def __post_init__(self) -> None:
-        def check(ok: bool, key: str, problem: str) -> None:
-            check_config(ok, f"phase3.{key}", problem)
-
-        check(len(self.specialists) >= 1 and len(set(self.specialists)) == len(self.specialists),
-              "specialists", f"need ≥ 1 distinct agent names, got {list(self.specialists)}")
-        check(1 <= self.steps <= 1_000_000, "steps", f"must be in [1, 1000000], got {self.steps}")
-        check(2 <= self.batch_size <= 4096, "batch_size", f"must be in [2, 4096], got {self.batch_size}")
-        check(2 <= self.rollouts <= 64, "rollouts", f"must be in [2, 64], got {self.rollouts}")
-        check(1 <= self.ppo_epochs <= 16, "ppo_epochs", f"must be in [1, 16], got {self.ppo_epochs}")
-        for key in ("lr", "fusion_lr"):
-            check(0 < getattr(self, key) <= 1, key, f"must be in (0, 1], got {getattr(self, key)}")
-        check(0 <= self.min_lr_ratio <= 1, "min_lr_ratio", f"must be in [0, 1], got {self.min_lr_ratio}")
-        check(self.warmup_steps >= 0, "warmup_steps", "must be ≥ 0")
-        check(0 <= self.weight_decay < 1, "weight_decay", f"must be in [0, 1), got {self.weight_decay}")
-        check(self.grad_clip > 0, "grad_clip", f"must be > 0, got {self.grad_clip}")
-        for key in ("ce_weight", "kl_coef"):
-            check(0 <= getattr(self, key) <= 100, key, f"must be in [0, 100], got {getattr(self, key)}")
-        check(0 < self.critical_weight <= 100, "critical_weight", f"must be in (0, 100], got {self.critical_weight}")
-        check(0 < self.clip_end <= self.clip_start < 1, "clip_start",
-              f"need 0 < clip_end ≤ clip_start < 1, got {self.clip_start} → {self.clip_end}")
-        check(0 <= self.abstain_below < 1, "abstain_below", f"must be in [0, 1), got {self.abstain_below}")
-        check(0 < self.activation_threshold < 1, "activation_threshold",
-              f"must be in (0, 1), got {self.activation_threshold}")
-        check(0 < self.router_init_rate < 1, "router_init_rate", f"must be in (0, 1), got {self.router_init_rate}")
-        check(self.budget_period >= 1, "budget_period", "must be ≥ 1")
-        check(0 <= self.budget_capped_share <= 1, "budget_capped_share",
-              f"must be in [0, 1], got {self.budget_capped_share}")
-        for key in ("eval_every", "checkpoint_every"):
-            check(getattr(self, key) >= 0, key, "must be ≥ 0")
-        check(self.log_every >= 1, "log_every", "must be ≥ 1")
-        check(self.eval_batch_size >= 1, "eval_batch_size", "must be ≥ 1")
-        check(self.survival_tables >= 1, "survival_tables", "must be ≥ 1")
 
 
 # ----------------------------------------------------------------------------- training
@@ -220,10 +156,10 @@ def train_run(orch: SwarmOrchestrator, run: str, params: Params, train: list[Exa
     S = orch.num_specialists
 
     if accelerator.is_main_process:
-        if progress.step == 0:
-            shutil.rmtree(live_dir, ignore_errors=True)
-        else:
-            _trim_curves(live_dir, progress.step)
+        # the curves restart with the run: empty, or as they were when the state was saved
+        shutil.rmtree(live_dir, ignore_errors=True)
+        if progress.step > 0:
+            restore_snapshot(state_dir, live_dir)
             accelerator.print(f"resuming phase3 {run} at step {progress.step}/{cfg.steps}")
     live = (Live(dir=str(live_dir), resume=progress.step > 0, save_dvc_exp=False, dvcyaml=False)
             if accelerator.is_main_process else None)
@@ -232,8 +168,8 @@ def train_run(orch: SwarmOrchestrator, run: str, params: Params, train: list[Exa
     epoch_batches: dict[int, list[list[int]]] = {}
     window = WindowMeans()
     start_time = time.perf_counter()
-    bar = tqdm(total=cfg.steps, initial=progress.step, desc=f"phase3 {run}", unit="step",
-               disable=not accelerator.is_local_main_process, mininterval=5.0)
+    bar = progress_bar(total=cfg.steps, initial=progress.step, desc=f"phase3 {run}", unit="step",
+                       disable=not accelerator.is_local_main_process, mininterval=5.0)
     orch.train()
     for step in range(progress.step, cfg.steps):
         epoch, index = divmod(step, batches_per_epoch)
@@ -294,14 +230,17 @@ def train_run(orch: SwarmOrchestrator, run: str, params: Params, train: list[Exa
         if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.steps:
             accelerator.wait_for_everyone()
             if accelerator.is_main_process:
-                save_state(state_dir, orch, optimizer, TrainingProgress(done, 0, 0), run_print)
+                live.make_summary()  # the snapshot holds the curves and their summary
+                save_state(state_dir, orch, optimizer, TrainingProgress(done, 0, 0), run_print, snapshot=live_dir)
     bar.close()
     seconds = time.perf_counter() - start_time
     if progress.step < cfg.steps:
         _log_valid(live, cfg.steps, orch, valid, cfg, accelerator)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        save_state(state_dir, orch, optimizer, TrainingProgress(cfg.steps, 0, 0), run_print)
+        # the final state comes after the final curve point, so "state saved" implies "logged"
+        live.make_summary()
+        save_state(state_dir, orch, optimizer, TrainingProgress(cfg.steps, 0, 0), run_print, snapshot=live_dir)
         live.end()
     return {"steps": cfg.steps, "resumed_at": progress.step, "seconds": round(seconds, 1),
             "steps_per_second": round((cfg.steps - progress.step) / max(seconds, 1e-9), 3)}
@@ -316,12 +255,6 @@ def _log_valid(live: Live | None, step: int, orch: SwarmOrchestrator, valid: lis
             live.log_metric(f"valid/{task}_micro_f1", result[task]["micro_f1"])
             live.log_metric(f"valid/{task}_macro_f1", result[task]["macro_f1"])
     orch.train()
-
-
-def _trim_curves(live_dir: Path, last_step: int) -> None:
-    from aegir.stages.phase1 import trim_curves
-
-    trim_curves(live_dir, last_step)
 
 
 # ----------------------------------------------------------------------------- evaluation
@@ -397,7 +330,7 @@ def measure_survival(orch: SwarmOrchestrator, examples: list[Example]) -> dict:
     batch = collate(examples)
     with torch.no_grad():
         encoded = orch.encode(batch)
-        mask = torch.ones(batch.batch_size, orch.num_specialists, dtype=torch.bool)
+        mask = torch.ones(batch.batch_size, orch.num_specialists, dtype=torch.bool, device=batch.byte_ids.device)
         state = orch.fuse(orch.read_specialists(batch, mask), mask)
         share = state_survival(orch.primary, batch, state)  # (L, C)
     columns = batch.column_mask.sum(0)
@@ -408,11 +341,15 @@ def measure_survival(orch: SwarmOrchestrator, examples: list[Example]) -> dict:
             "routing_hidden_norm": float(orch.routing_hidden(batch, encoded).norm(dim=-1).mean())}
 
 
+VARIANTS = ("phase1", "control", "fused", "ensemble")  # what Phase 3 reports, (a) (b) (c) (d)
+
+
 def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: AegirModel,
                  specialists: dict[str, AegirModel], data_dir: Path, cfg: Phase3Config) -> tuple[dict, dict]:
-    """(metrics, report): F1 of every variant on every evaluation split, routing statistics,
-    critical steps, and each specialist's slices where it beats the Phase 1 primary."""
-    metrics: dict = {name: {"cta": {}, "cpa": {}} for name in ("phase1", "control", "fused", "ensemble")}
+    """(scores, report): F1 with supports of every variant on every evaluation split, routing
+    statistics and critical steps; and each specialist's slices where it beats the Phase 1
+    primary."""
+    metrics: dict = {name: {"cta": {}, "cpa": {}} for name in VARIANTS}
     slices: dict[str, dict] = {name: {} for name in ["phase1", *specialists]}
     routed_all, examples_all, split_rates = [], [], {}
     for split in EVAL_SPLITS:
@@ -420,7 +357,7 @@ def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: A
         if not examples:
             continue
         variants = predict_variants(fused, control, phase1, examples, cfg.eval_batch_size)
-        for name in ("phase1", "control", "fused", "ensemble"):
+        for name in VARIANTS:
             result = score(examples, variants[name])
             for task in ("cta", "cpa"):
                 metrics[name][task][split] = result[task]
@@ -459,6 +396,7 @@ def load_phase1(params: Params, models_dir: Path) -> tuple[AegirModel, dict[str,
 
 def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics_dir: Path,
         state_dir: Path) -> dict:
+    started = time.perf_counter()
     cfg: Phase3Config = params.phase3
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
     phase1, specialists, dirs = load_phase1(params, models_dir)
@@ -484,12 +422,13 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
                                     metrics_dir / "live" / name, fingerprint({**base, "run": name}), accelerator)
     fused, control = runs["fused"].eval(), runs["control"].eval()
 
-    metrics, report = evaluate_all(fused, control, phase1.eval(), specialists, data_dir, cfg)
-    metrics["steps"] = cfg.steps
+    scores, report = evaluate_all(fused, control, phase1.eval(), specialists, data_dir, cfg)
+    scores["steps"] = cfg.steps
     report["state_survival"] = measure_survival(fused, valid[:cfg.survival_tables])
     report["settings"] = base
     # wall clock is the one thing a rerun does not reproduce: it lives in its own file
-    timing = {"runs": summaries, "stage_seconds_per_table": stage_seconds(fused, valid, cfg.eval_batch_size),
+    timing = {"wall_seconds": round(time.perf_counter() - started, 1), "runs": summaries,
+              "stage_seconds_per_table": stage_seconds(fused, valid, cfg.eval_batch_size),
               "torch_threads": torch.get_num_threads()}
 
     if accelerator.is_main_process:
@@ -501,10 +440,23 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
             save_checkpoint(staging / "control", control.primary, {**extra, "run": "control"})
         # (specialist paths are relative to the staging directory, a sibling of out_dir: the
         # same relative paths hold once it is renamed into place)
+        atomic.write_json(metrics_dir / "scores.json", scores)
         atomic.write_json(metrics_dir / "report.json", report)
         atomic.write_json(metrics_dir / "timing.json", timing)
-        atomic.write_json(metrics_dir / "metrics.json", metrics)
-    return metrics
+        atomic.write_json(metrics_dir / "metrics.json", headline_metrics(scores))
+    return scores
+
+
+def headline_metrics(scores: dict) -> dict:
+    """The DVC metrics: F1 (micro/macro per split and task) of the Phase 1 primary, the control
+    and the fused orchestrator, and the routing's activation rates (overall and per domain).
+    The ensemble, supports, routing detail and critical steps stay in scores.json."""
+    out = {name: headline({task: scores[name][task] for task in ("cta", "cpa")})
+           for name in ("phase1", "control", "fused")}
+    rates = scores["routing"]
+    out["routing"] = {"activation_rate": rates["activation_rate"],
+                      "activation_rate_by_domain": rates["activation_rate_by_domain"]}
+    return out
 
 
 def require_validated_rewards(report_path: Path) -> None:
@@ -535,11 +487,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         params = load_params(args.params)
         require_validated_rewards(Path(args.rewards_report))
-        metrics = run(params, Path(args.data), Path(args.models), Path(args.out), Path(args.metrics),
+        scores = run(params, Path(args.data), Path(args.models), Path(args.out), Path(args.metrics),
                       Path(args.state))
     except AegirError as exc:
         parser.exit(2, f"phase3: error: {exc}\n")
-    f, c, p = (metrics[k] for k in ("fused", "control", "phase1"))
+    f, c, p = (scores[k] for k in ("fused", "control", "phase1"))
     print("phase3: CTA corner_cases micro-F1 " + "  ".join(
         f"{name} {m['cta']['corner_cases']['micro_f1']:.1f}" for name, m in (("phase1", p), ("control", c), ("fused", f))))
     return 0

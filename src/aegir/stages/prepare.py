@@ -5,13 +5,16 @@ split `real` (real tables from pip-package data, `aegir.data.real`) is added wha
 source, serialized with the same params, so that every model and baseline is also scored on
 real tables. With `source: sotab` it is added too: it is independent of the training data.
 
-Writes `data/prepared/<split>.parquet` (one row per table; schema in `PREPARED_SCHEMA`) and
-`results/prepare/stats.json` (DVC metrics). The same params give byte-identical files, so DVC
-hashes stay stable: tables are produced in a fixed order, serialisation is deterministic, and
-Parquet is written with fixed settings and no timestamps.
+Writes `data/prepared/<split>.parquet` (one row per table; schema in `PREPARED_SCHEMA`),
+`results/prepare/stats.json` (the detail: tables, columns and byte-length percentiles per
+split, columns per label, missing labels, skipped cases by reason) and
+`results/prepare/metrics.json` (DVC metrics, the few figures worth a column in
+`dvc exp show`: tables, labels covered, cases skipped). The same params give byte-identical
+files, so DVC hashes stay stable: tables are produced in a fixed order, serialisation is
+deterministic, and Parquet is written with fixed settings and no timestamps.
 
-Both outputs are written atomically: the data directory is built beside its destination and
-moved into place only when every split succeeded.
+Every output is written atomically: the data directory is built beside its destination and
+moved into place only when every split succeeded; the JSON files follow it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from tqdm import tqdm
 
 from aegir import atomic
 from aegir.config import EVAL_ONLY_SPLITS, SOURCE_SPLITS, Params, PrepareConfig, load_params
@@ -32,6 +34,7 @@ from aegir.data.serialize import serialize_table
 from aegir.data.table import Table
 from aegir.errors import AegirError, DataError
 from aegir.labels import cpa_vocab, cta_vocab
+from aegir.progress import progress
 
 PREPARED_SCHEMA = pa.schema(
     [
@@ -53,7 +56,7 @@ PREPARED_SCHEMA = pa.schema(
 def tables_to_arrow(tables: Sequence[Table], split: str, cfg: PrepareConfig) -> pa.Table:
     """Serialize `tables` into one Arrow table of `PREPARED_SCHEMA`."""
     rows: dict[str, list] = {name: [] for name in PREPARED_SCHEMA.names}
-    for table in tqdm(tables, desc=f"serialize {split}", unit="table", leave=False, mininterval=1.0):
+    for table in progress(tables, desc=f"serialize {split}", unit="table", leave=False, mininterval=1.0):
         if table.num_columns == 0 or table.num_rows == 0:
             raise DataError(table.table_id, "empty table (no columns or no rows)")
         serialized = serialize_table(table, cfg.byte_budget, cfg.max_rows, cfg.seed)
@@ -118,6 +121,16 @@ def dataset_stats(per_split: dict[str, list[Table]], arrow: dict[str, pa.Table],
     }
 
 
+def headline_stats(stats: dict) -> dict:
+    """The DVC metrics of `prepare`, from its detailed stats: tables per split, labels covered."""
+    return {
+        "tables": {split: s["tables"] for split, s in stats["splits"].items()},
+        "cta_labels": stats["coverage"]["cta_labels"],
+        "cpa_labels": stats["coverage"]["cpa_labels"],
+        "skipped": sum(stats["skipped"].values()),
+    }
+
+
 def load_source_tables(params: Params, on_skip: Callable[[str, DataError], None]) -> dict[str, list[Table]]:
     """The tables of every source split from the configured source, in a fixed order."""
     cfg: PrepareConfig = params.prepare
@@ -125,13 +138,13 @@ def load_source_tables(params: Params, on_skip: Callable[[str, DataError], None]
         from aegir.data.synth import generate_split
 
         return {split: generate_split(params.synthetic, split)
-                for split in tqdm(SOURCE_SPLITS, desc="generate", unit="split")}
+                for split in progress(SOURCE_SPLITS, desc="generate", unit="split")}
     from aegir.data.tables import read_sotab
 
     root = Path(cfg.sotab_dir)
     if not root.is_dir():
         raise DataError(root, "SOTAB V2 directory not found (prepare.sotab_dir)")
-    return {split: read_sotab(root, split, on_skip=on_skip) for split in tqdm(SOURCE_SPLITS, desc="read", unit="split")}
+    return {split: read_sotab(root, split, on_skip=on_skip) for split in progress(SOURCE_SPLITS, desc="read", unit="split")}
 
 
 def load_eval_only_tables() -> dict[str, list[Table]]:
@@ -148,7 +161,7 @@ def load_tables(params: Params, on_skip: Callable[[str, DataError], None]) -> di
     return {**load_source_tables(params, on_skip), **load_eval_only_tables()}
 
 
-def run(params: Params, data_dir: Path, stats_path: Path) -> dict:
+def run(params: Params, data_dir: Path, stats_path: Path, metrics_path: Path | None = None) -> dict:
     skipped: Counter[str] = Counter()  # reader cases skipped rather than fatal, by reason
     per_split = load_tables(params, on_skip=lambda reason, error: skipped.update([reason]))
     for split, tables in per_split.items():
@@ -161,6 +174,8 @@ def run(params: Params, data_dir: Path, stats_path: Path) -> dict:
             write_parquet(arrow[split], staging / f"{split}.parquet")
         stats = dataset_stats(per_split, arrow, skipped)
         atomic.write_json(stats_path, stats)
+        if metrics_path is not None:
+            atomic.write_json(metrics_path, headline_stats(stats))
     return stats
 
 
@@ -168,11 +183,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml")
     parser.add_argument("--out", default="data/prepared", help="prepared data directory")
-    parser.add_argument("--stats", default="results/prepare/stats.json")
+    parser.add_argument("--stats", default="results/prepare/stats.json", help="detailed statistics (JSON)")
+    parser.add_argument("--metrics", default="results/prepare/metrics.json", help="headline figures (DVC metrics)")
     args = parser.parse_args(argv)
     try:
         params = load_params(args.params)
-        stats = run(params, Path(args.out), Path(args.stats))
+        stats = run(params, Path(args.out), Path(args.stats), Path(args.metrics))
     except AegirError as exc:
         parser.exit(2, f"prepare: error: {exc}\n")
     cov = stats["coverage"]

@@ -14,10 +14,10 @@ import torch
 from aegir.model.aegir import AegirOutput
 
 
-def all_routings(num_specialists: int) -> torch.Tensor:
+def all_routings(num_specialists: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """(2^S, S) bool: routing j activates specialist s when bit s of j is set."""
-    j = torch.arange(2**num_specialists)
-    return ((j[:, None] >> torch.arange(num_specialists)[None, :]) & 1).bool()
+    j = torch.arange(2**num_specialists, device=device)
+    return ((j[:, None] >> torch.arange(num_specialists, device=device)[None, :]) & 1).bool()
 
 
 def routing_index(activation_mask: torch.Tensor) -> torch.Tensor:
@@ -32,8 +32,8 @@ def routed_argmax(probs: torch.Tensor) -> torch.Tensor:
     Routing j's annotation of a column is the argmax of the mean softmax of the primary and
     the specialists j activates (the mean's denominator does not move the argmax: a sum).
     """
-    routings = all_routings(probs.shape[0] - 1)
-    weights = torch.cat([torch.ones(len(routings), 1), routings.float()], dim=1)  # (2^S, A)
+    routings = all_routings(probs.shape[0] - 1, probs.device)
+    weights = torch.cat([torch.ones(len(routings), 1, device=probs.device), routings.float()], dim=1)  # (2^S, A)
     return torch.stack([torch.einsum("a,abck->bck", w, probs).argmax(-1) for w in weights])
 
 
@@ -42,7 +42,7 @@ def ensemble_output(primary: AegirOutput, specialists: list[AegirOutput], activa
     primary and each row's activated specialists (activation_mask (B, S) bool)."""
     def mean_log_prob(name: str) -> torch.Tensor:
         total = getattr(primary, name).float().softmax(-1)  # (B, C, K)
-        count = torch.ones(total.shape[0], 1, 1)
+        count = torch.ones(total.shape[0], 1, 1, device=total.device)
         for s, out in enumerate(specialists):
             on = activation_mask[:, s].to(total.dtype)[:, None, None]  # (B, 1, 1)
             total = total + on * getattr(out, name).float().softmax(-1)

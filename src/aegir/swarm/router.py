@@ -1,4 +1,4 @@
-"""The PARL router: which frozen specialists to run for each table (DESIGN §5 "Phase 3").
+"""The PARL router: which frozen specialists to run for each table (docs/design.md, "Phase 3").
 
 Independent sigmoid gates, not a softmax: zero, one or many specialists can be active. In
 training each gate is a Bernoulli policy whose per-decision log-probs feed the token-level
@@ -100,7 +100,9 @@ class SpecialistRouter(nn.Module):
         """Training: activation ~ Bernoulli(scores), independently per (table, specialist)."""
         logits = self.logits(h)  # (B, S)
         scores = torch.sigmoid(logits)
-        uniform = torch.rand(scores.shape, generator=generator, device=scores.device, dtype=scores.dtype)
+        # drawn where the generator lives (the same draws on any device), used where the scores are
+        draw_device = generator.device if generator is not None else scores.device
+        uniform = torch.rand(scores.shape, generator=generator, device=draw_device, dtype=scores.dtype).to(scores.device)
         activation_mask = uniform < scores.detach()  # (B, S) bool
         return RouterDecision(scores=scores, activation_mask=activation_mask,
                               log_prob=self._log_prob(logits, activation_mask))

@@ -1,8 +1,13 @@
 """Saved training state, so that a killed run, re-run, resumes where it stopped.
 
 The state is `state.safetensors` (model weights and optimizer moments) + `state.json` (step,
-epoch, optimizer hyper-parameters, and a fingerprint of the run's config and data). Nothing is
-pickled. A state whose fingerprint differs from the current run's (changed params or data) is
+epoch, optimizer hyper-parameters, and a fingerprint of the run's config and data), and
+optionally `snapshot/`, a copy of a directory taken with the state (the curves logged so far),
+which a resumed run restores in place of whatever is there. Nothing is pickled.
+
+Where it lives: outside the stage's other outputs (dvc.yaml declares it `persist: true`), so
+that a rerun finds it. DVC keeps persistent outputs when it reruns a stage; Snakemake deletes a
+job's outputs before it runs it, so the Snakefile never makes the resume state a rule output. A state whose fingerprint differs from the current run's (changed params or data) is
 ignored, so a resumed run is always the run that would have happened without the kill. Batch
 order is a pure function of (seed, epoch) and the models have no dropout, so there is no RNG
 state to carry.
@@ -12,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +30,10 @@ from aegir import atomic
 
 STATE_TENSORS = "state.safetensors"
 STATE_JSON = "state.json"
+SNAPSHOT_DIR = "snapshot"
+# Layout version of a saved state; a state of another version is ignored (version 2 added the
+# snapshot: a version-1 state would resume with its curves lost).
+STATE_VERSION = 2
 
 
 def fingerprint(obj: Any) -> str:
@@ -38,14 +48,16 @@ class TrainingProgress:
 
 
 def save_state(directory: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-               progress: TrainingProgress, run_fingerprint: str) -> None:
-    """Write the state atomically (`aegir.atomic.staged_dir`)."""
+               progress: TrainingProgress, run_fingerprint: str, snapshot: str | Path | None = None) -> None:
+    """Write the state atomically (`aegir.atomic.staged_dir`), with a copy of the directory
+    `snapshot` (when given and present) that `restore_snapshot` puts back on resume."""
     opt = optimizer.state_dict()
     tensors = {f"model.{k}": v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
     for index, state in opt["state"].items():
         for name, value in state.items():
             tensors[f"optim.{index}.{name}"] = torch.as_tensor(value).detach().contiguous().cpu()
     meta = {
+        "version": STATE_VERSION,
         "fingerprint": run_fingerprint,
         "step": progress.step, "epoch": progress.epoch, "batch_in_epoch": progress.batch_in_epoch,
         "param_groups": opt["param_groups"],
@@ -53,6 +65,19 @@ def save_state(directory: str | Path, model: torch.nn.Module, optimizer: torch.o
     with atomic.staged_dir(directory) as staging:
         save_file(tensors, str(staging / STATE_TENSORS))
         (staging / STATE_JSON).write_text(json.dumps(meta, sort_keys=True, indent=1))
+        if snapshot is not None and Path(snapshot).is_dir():
+            shutil.copytree(snapshot, staging / SNAPSHOT_DIR)
+
+
+def restore_snapshot(directory: str | Path, destination: str | Path) -> bool:
+    """Replace `destination` by the snapshot saved with the state in `directory`; False (and
+    `destination` untouched) when the state has none."""
+    source = Path(directory) / SNAPSHOT_DIR
+    if not source.is_dir():
+        return False
+    with atomic.staged_dir(destination) as staging:
+        shutil.copytree(source, staging, dirs_exist_ok=True)
+    return True
 
 
 def load_state(directory: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
@@ -61,7 +86,7 @@ def load_state(directory: str | Path, model: torch.nn.Module, optimizer: torch.o
     directory = Path(directory)
     try:
         meta = json.loads((directory / STATE_JSON).read_text())
-        if meta.get("fingerprint") != run_fingerprint:
+        if meta.get("fingerprint") != run_fingerprint or meta.get("version") != STATE_VERSION:
             return None
         tensors = load_file(str(directory / STATE_TENSORS))
     except (FileNotFoundError, json.JSONDecodeError, SafetensorError, OSError):

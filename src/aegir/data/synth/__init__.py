@@ -1,4 +1,4 @@
-"""The embedded synthetic benchmark (DESIGN §3.1): SOTAB-like tables with CTA and CPA labels.
+"""The embedded synthetic benchmark (docs/design.md, "Data contract"): SOTAB-like tables with CTA and CPA labels.
 
     from aegir.data.synth import generate_benchmark, generate_split
     tables = generate_split(SyntheticConfig(), "corner_cases")

@@ -28,7 +28,9 @@ clamp never binds for RWKV-7's own parametrisation (w = exp(−e^{−0.5}·σ(·
 log w ≥ −0.61), so the layer is exactly RWKV-7's.
 
 Precision: the state and all arithmetic are float32 (float64 when the inputs are float64);
-outputs come back in the inputs' dtype, the final state in the compute dtype.
+outputs come back in the inputs' dtype, the final state in the compute dtype. Both paths are
+wrapped in `float32_op` (aegir.model.ops.precision): under bf16/fp16 autocast they still
+compute in float32 and return float32 outputs and state.
 
 Why RWKV-7 and not RWKV-6: the chunked generalised delta rule needs one triangular inverse per
 chunk (done here by batched block inversion, see `_unit_lower_inverse`), which is cheap at these
@@ -42,6 +44,8 @@ A third path (flash-linear-attention's Triton kernels on CUDA) would plug in at
 from __future__ import annotations
 
 import torch
+
+from aegir.model.ops.precision import float32_op
 
 LOG_DECAY_MIN = -1.0  # per-step log-decay floor shared by both paths (see module docstring)
 MAX_CHUNK_SIZE = 64  # chunk_size · |LOG_DECAY_MIN| ≤ 64 keeps exp(±g) finite in float32
@@ -104,6 +108,7 @@ def _unit_lower_inverse(A: torch.Tensor) -> torch.Tensor:
     return inv[..., 0, :L, :L]
 
 
+@float32_op
 def wkv_naive(
     r: torch.Tensor, w: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     a: torch.Tensor, b: torch.Tensor, initial_state: torch.Tensor | None = None,
@@ -132,6 +137,7 @@ def wkv_naive(
     return out.to(out_dtype), S
 
 
+@float32_op
 def wkv_chunked(
     r: torch.Tensor, w: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     a: torch.Tensor, b: torch.Tensor, initial_state: torch.Tensor | None = None,
