@@ -11,9 +11,12 @@ anything.
 
 Accelerate drives the loop: one process on a CPU, or any number under `accelerate launch`.
 A global batch of `batch_size` tables is split across processes (gradients are averaged by
-DDP), so a run is consistent whatever the process count. Validation predictions are gathered
-from every process. On CPU with one process the run is deterministic: the same params and
-data give byte-identical checkpoint and metrics.
+DDP), so a run is consistent whatever the process count. In one CPU process, each step's batch
+is split into shards that run in parallel threads, one per torch intra-op thread
+(`aegir.train.step.ShardedStep`; the same gradient as the whole batch's up to rounding).
+Validation predictions are gathered from every process. On CPU with one process the run is
+deterministic: the same params, data and thread count give byte-identical checkpoint and
+metrics.
 
 Outputs (paths from the command line; dvc.yaml names them once):
   --out       model.safetensors + config.json (final weights, model config, params, vocabularies,
@@ -48,6 +51,7 @@ from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.aegir import AegirConfig, AegirModel
 from aegir.model.checkpoint import save_checkpoint
 from aegir.train.resume import TrainingProgress, fingerprint, load_state, save_state
+from aegir.train.step import ShardedStep, whole_batch_step
 
 
 def model_config(params: Params, preset: str) -> AegirConfig:
@@ -133,8 +137,11 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
         total_steps = min(total_steps, cfg.max_steps)
 
     data_print = data_fingerprint(data_dir, SPLITS)
+    # one CPU process: each step's shards run in parallel threads, one per intra-op thread torch
+    # was given (aegir.train.step); their float rounding differs, so the count is part of the run
+    workers = torch.get_num_threads() if accelerator.num_processes == 1 and accelerator.device.type == "cpu" else 1
     run_print = fingerprint({"agent": asdict(agent), "phase1": asdict(cfg), "model": asdict(mcfg),
-                             "data": data_print, "processes": accelerator.num_processes})
+                             "data": data_print, "processes": accelerator.num_processes, "workers": workers})
     torch.manual_seed(agent.seed)
     model = AegirModel(mcfg)
     optimizer = make_optimizer(model, cfg)
@@ -151,6 +158,7 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
     live = Live(dir=str(live_dir), resume=progress.step > 0, save_dvc_exp=False, dvcyaml=False) \
         if accelerator.is_main_process else None
 
+    sharded = ShardedStep(accelerator.unwrap_model(model), workers, accelerator.autocast) if workers > 1 else None
     step = progress.step
     bar = tqdm(total=total_steps, initial=step, desc=f"phase1 {agent_name}", unit="step",
                disable=not accelerator.is_local_main_process, mininterval=2.0)
@@ -166,10 +174,8 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
             lr = learning_rate(step, total_steps, cfg)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            with accelerator.autocast():
-                output = model(batch)
-                loss, parts = accelerator.unwrap_model(model).loss(batch, output)
-            accelerator.backward(loss)
+            result = sharded(batch) if sharded else whole_batch_step(model, batch, accelerator.backward,
+                                                                     accelerator.autocast)
             accelerator.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
@@ -178,15 +184,15 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
 
             if live is not None and step % cfg.log_every == 0:
                 live.step = step
-                live.log_metric("train/loss", float(loss.detach()))
-                for name, value in parts.items():
+                live.log_metric("train/loss", float(result.loss))
+                for name, value in result.parts.items():
                     live.log_metric(f"train/{name}", float(value))
-                stats = output.chunk_stats
+                stats = result.chunk_stats
                 live.log_metric("chunking/F", float(stats.F))
                 live.log_metric("chunking/G", float(stats.G))
                 live.log_metric("chunking/ratio", float(stats.ratio))
                 live.log_metric("train/lr", lr)
-                bar.set_postfix(loss=f"{float(loss.detach()):.3f}", ratio=f"{float(stats.ratio):.2f}")
+                bar.set_postfix(loss=f"{float(result.loss):.3f}", ratio=f"{float(stats.ratio):.2f}")
             if cfg.eval_every and step % cfg.eval_every == 0 and step < total_steps:
                 valid = evaluate(model, valid_examples, cfg.eval_batch_size, accelerator)
                 if live is not None:
@@ -202,6 +208,8 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
         if step >= total_steps:
             break
     bar.close()
+    if sharded:
+        sharded.close()
 
     metrics = final_metrics(model, agent, data_dir, cfg, accelerator)
     metrics["steps"] = step

@@ -1,0 +1,164 @@
+"""One training step's forward and backward: on the whole batch, or on shards of it in parallel.
+
+* `whole_batch_step`: one forward, the loss, one backward — the reference, and the path for
+  several processes (DDP) and accelerators.
+* `ShardedStep`: the fast path on one CPU process. The batch is cut into `workers` shards of
+  about equal bytes; each shard's forward and backward runs in its own thread with one intra-op
+  thread, so the cores work on independent shards instead of splitting each small op between
+  them. (At d_model 96 most ops are too small to split well: torch's intra-op threads spent more
+  time synchronising than computing, and far more when other processes share the cores.)
+
+The loss of the whole batch is not a sum over shards (cross-entropy is a mean over the batch's
+labels; the ratio loss is a function of batch-wide shares), but it is a function of sums over
+shards (`aegir.model.aegir.LossSums`). So: every shard's forward gives its sums; the sums are
+added; the loss's derivatives with respect to the added sums, c = ∂loss/∂sums, are taken once;
+each shard then back-propagates c · sums_shard, whose gradient is that shard's exact share of
+the whole batch's gradient (the chain rule through the sums). Shard gradients are added in
+shard order, so a run is deterministic whatever order the threads finish in. The result equals
+the whole-batch step's up to float rounding (tests/test_step.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import torch
+
+from aegir.data.batch import Batch
+from aegir.model.aegir import AegirModel, LossSums
+from aegir.model.chunking import ChunkStats
+
+Autocast = Callable[[], contextlib.AbstractContextManager]
+
+
+@dataclass
+class StepResult:
+    """What the training loop logs of a step: the loss and its parts (detached) and the
+    chunker's F, G and ratio over the batch."""
+
+    loss: torch.Tensor
+    parts: dict[str, torch.Tensor]
+    chunk_stats: ChunkStats
+
+
+def whole_batch_step(model: torch.nn.Module, batch: Batch,
+                     backward: Callable[[torch.Tensor], None] = torch.Tensor.backward,
+                     autocast: Autocast = contextlib.nullcontext) -> StepResult:
+    """Forward the batch, take the loss, back-propagate it with `backward` (e.g. accelerate's,
+    which DDP needs). `model` may be wrapped (DDP); its `.module` or itself is the AegirModel."""
+    aegir: AegirModel = getattr(model, "module", model)
+    with autocast():
+        output = model(batch)
+        loss, parts = aegir.loss(batch, output)
+    backward(loss)
+    return StepResult(loss.detach(), parts, output.chunk_stats)
+
+
+def shard_rows(batch: Batch, shards: int) -> list[torch.Tensor]:
+    """Batch rows in `shards` groups of about equal real bytes (longest table first, each to the
+    lightest group so far; ties to the lower group): a deterministic function of the lengths.
+    Empty groups are dropped. Each group is sorted."""
+    lengths = batch.byte_mask.sum(dim=1).tolist()
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    groups: list[list[int]] = [[] for _ in range(min(shards, len(lengths)))]
+    load = [0] * len(groups)
+    for i in order:
+        g = min(range(len(groups)), key=lambda j: (load[j], j))
+        groups[g].append(i)
+        load[g] += lengths[i]
+    return [torch.tensor(sorted(g), dtype=torch.long) for g in groups if g]
+
+
+def trimmed(batch: Batch) -> Batch:
+    """The batch without padding that no row uses: bytes past the longest row, columns past the
+    widest table."""
+    T = max(1, int(batch.byte_mask.sum(dim=1).max()))
+    C = max(1, int(batch.column_mask.sum(dim=1).max()))
+    return Batch(byte_ids=batch.byte_ids[:, :T], byte_mask=batch.byte_mask[:, :T],
+                 column_spans=batch.column_spans[:, :C], column_mask=batch.column_mask[:, :C],
+                 cta_labels=batch.cta_labels[:, :C], cpa_labels=batch.cpa_labels[:, :C])
+
+
+def _one_thread_workers(workers: int) -> ThreadPoolExecutor:
+    """A pool of `workers` threads, each running torch with one intra-op thread.
+
+    torch.set_num_threads sets the calling thread's OpenMP/MKL thread count and the default that
+    threads take when they first run a torch op; each worker sets its own, then the caller's
+    default is put back. The barrier makes every worker exist (and so run its initializer)
+    before that.
+    """
+    threads = torch.get_num_threads()
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="aegir-shard",
+                              initializer=torch.set_num_threads, initargs=(1,))
+    started = threading.Barrier(workers)
+    for future in [pool.submit(started.wait) for _ in range(workers)]:
+        future.result()
+    torch.set_num_threads(threads)
+    return pool
+
+
+class ShardedStep:
+    """Forward and backward of a batch as `workers` shards in parallel threads (module docstring).
+
+    Calling it on a batch sets (or adds to) every parameter's `.grad`, like `loss.backward()`.
+    Its threads run torch with one intra-op thread each; the calling thread keeps its own
+    setting. Only for one process on CPU: the gradients do not pass through DDP's hooks. Refuses
+    a model with active dropout, whose random draws would depend on the threads' timing.
+    `close()` (or leaving a `with` block) stops the threads.
+    """
+
+    def __init__(self, model: AegirModel, workers: int, autocast: Autocast = contextlib.nullcontext):
+        if workers < 1:
+            raise ValueError(f"ShardedStep: workers must be ≥ 1, got {workers}")
+        self.model, self.workers, self.autocast = model, workers, autocast
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self._has_dropout = any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
+        self._pool = _one_thread_workers(workers)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> "ShardedStep":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _forward(self, shard: Batch) -> LossSums:
+        with self.autocast():
+            return self.model.loss_sums(shard, self.model(shard))
+
+    def _gradients(self, sums: LossSums, weights: LossSums) -> list[torch.Tensor | None]:
+        """The gradient of Σ weight · sum over this shard's differentiable sums."""
+        surrogate = sum(w * x for w, x in zip(weights.tensors(), sums.tensors()) if x.requires_grad)
+        return list(torch.autograd.grad(surrogate, self.params, allow_unused=True))
+
+    def __call__(self, batch: Batch) -> StepResult:
+        if self.model.training and self._has_dropout:
+            raise RuntimeError("ShardedStep: dropout > 0 would draw random numbers in racing threads; "
+                               "train with the whole-batch step")
+        shards = [trimmed(batch.select(rows)) for rows in shard_rows(batch, self.workers)]
+        shard_sums = list(self._pool.map(self._forward, shards))
+        total = shard_sums[0]
+        for sums in shard_sums[1:]:
+            total = total + sums
+        # ∂loss/∂sums at the whole batch's sums: a tiny graph over the seven scalars
+        leaves = LossSums(*(x.detach().requires_grad_(x.is_floating_point()) for x in total.tensors()))
+        loss, parts = self.model.loss_of_sums(leaves)
+        floating = [x for x in leaves.tensors() if x.requires_grad]
+        slopes = iter(torch.autograd.grad(loss, floating))
+        weights = LossSums(*(next(slopes) if x.requires_grad else torch.zeros(()) for x in leaves.tensors()))
+        shard_grads = list(self._pool.map(lambda sums: self._gradients(sums, weights), shard_sums))
+        for i, p in enumerate(self.params):
+            grads = [g[i] for g in shard_grads if g[i] is not None]
+            if not grads:
+                continue
+            g = grads[0]
+            for other in grads[1:]:  # in shard order, whichever thread finished first
+                g = g + other
+            p.grad = g if p.grad is None else p.grad + g
+        return StepResult(loss.detach(), parts, total.chunk_stats())
