@@ -176,7 +176,7 @@ class TimeMix(nn.Module):
         g = torch.sigmoid(lora_g) @ self.g2  # output gate
 
         kk = F.normalize((k * self.k_k).view(B, T, H, K), dim=-1)  # removal key κ̂, unit norm
-        k = k * (1 + (a - 1) * self.k_a)
+        k = k * torch.addcmul(1 - self.k_a, a, self.k_a)  # k ⊙ (1 + (a − 1) ⊙ k_a)
         a_op, b_op = -kk, kk * a.view(B, T, H, K)
         if mask is not None:  # padded steps leave the state untouched
             keep = mask.view(B, T, 1, 1)
@@ -196,7 +196,7 @@ class TimeMix(nn.Module):
         else:
             y = head_group_norm(y, self.ln_x)
         bonus = (r.view(B, T, H, K) * k.view(B, T, H, K) * self.r_k).sum(-1, keepdim=True)
-        y = y + (bonus * v.view(B, T, H, K)).view(B, T, D)
+        y = torch.addcmul(y.view(B, T, H, K), bonus, v.view(B, T, H, K)).view(B, T, D)
         return self.output(y * g), new_wkv, _last_real(x, mask, shift_state)
 
 

@@ -135,10 +135,25 @@ def _to_chunks(x: torch.Tensor, N: int, L: int) -> torch.Tensor:
     return out
 
 
-def _from_chunks(x: torch.Tensor, T: int) -> torch.Tensor:
-    """(B, H, N, L, X) → a new contiguous (B, T, H, X), the padding dropped."""
+def _from_chunks(x: torch.Tensor, T: int, scale: torch.Tensor | None = None,
+                 plus: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """(B, H, N, L, X) → a new contiguous (B, T, H, X), the padding dropped: x, or x ⊙ scale, plus
+    y ⊙ y_scale when `plus` = (y, y_scale) is given (all (B, H, N, L, X)), written in one pass
+    each instead of a product and then a transposing copy."""
     B, H, N, L, X = x.shape
-    return x.reshape(B, H, N * L, X)[:, :, :T].transpose(1, 2).contiguous()
+
+    def flat(t: torch.Tensor) -> torch.Tensor:
+        return t.reshape(B, H, N * L, X)[:, :, :T]
+
+    out = x.new_empty(B, T, H, X)
+    dst = out.transpose(1, 2)  # (B, H, T, X), a view of out
+    if scale is None:
+        dst.copy_(flat(x))
+    else:
+        torch.mul(flat(x), flat(scale), out=dst)
+    if plus is not None:
+        dst.addcmul_(flat(plus[0]), flat(plus[1]))
+    return out
 
 
 def _triangles(L: int, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -285,10 +300,10 @@ class _ChunkedWKV(torch.autograd.Function):
         dg[..., -1, :] += d_via_hat.sum(-2) + dP.diagonal(dim1=-2, dim2=-1).view(B, H, N, K) * e_pos[..., -1, :]
         d_log_w = dg.flip(-2).cumsum_(-2).flip(-2).sub_(d_via_a)  # reverse cumsum: g_t feeds every g_{s≥t}
         e_hat = e_neg * e_pos[..., -1:, :]  # e^{g_L − g}
-        return (_from_chunks(d_r_t.mul_(e_pos), T), _from_chunks(d_log_w, T),
-                _from_chunks(d_k_t.mul_(e_neg).addcmul_(d_k_hat, e_hat), T),
-                _from_chunks(dv.view(B, H, N, L, V), T), _from_chunks(d_a_t.mul_(e_excl), T),
-                _from_chunks(d_b_t.mul_(e_neg).addcmul_(d_b_hat, e_hat), T), d_initial, None)
+        return (_from_chunks(d_r_t, T, e_pos), _from_chunks(d_log_w, T),
+                _from_chunks(d_k_t, T, e_neg, (d_k_hat, e_hat)),
+                _from_chunks(dv.view(B, H, N, L, V), T), _from_chunks(d_a_t, T, e_excl),
+                _from_chunks(d_b_t, T, e_neg, (d_b_hat, e_hat)), d_initial, None)
 
 
 def wkv_naive(
