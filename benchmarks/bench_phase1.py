@@ -43,7 +43,7 @@ from torch.profiler import ProfilerActivity, _ExperimentalConfig, profile
 from torch.utils.flop_counter import FlopCounterMode
 
 from aegir.data.dataset import collate, load_examples, make_example
-from aegir.train.step import ShardedStep, whole_batch_step
+from aegir.train.step import OneThreadWorkers, ShardedStep, whole_batch_step
 
 REPO = Path(__file__).resolve().parents[1]
 BASELINE_REV = "50aee049c579f14bb225383154c704828a8f8012"  # the last commit before the speed work (issue 8)
@@ -170,7 +170,8 @@ def main() -> None:
 
     import aegir.model.aegir as current
     before, before_1, after, after_1 = model(baseline), model(baseline), model(current), model(current)
-    sharded = ShardedStep(after, threads)
+    workers = OneThreadWorkers(threads)
+    sharded = ShardedStep(after, workers)
     paths = [
         TrainingPath("before", before, whole_batch(before, batch), threads),
         TrainingPath("after", after, lambda: sharded(batch), threads),
@@ -214,7 +215,7 @@ def main() -> None:
         print(f"\ntop ops by self CPU time, one step {path.name} (all threads):")
         for name, ms, share, calls in profiles[path.name]:
             print(f"  {name:40s} {ms:9.1f} ms {share:5.1f}% {calls:6d} calls")
-    sharded.close()
+    workers.close()
     if args.json:
         args.json.write_text(json.dumps({"peak_gflop_per_s": peak, "real_bytes": real_bytes, "threads": threads,
                                          "paths": results, "speedup": speedup, "top_ops": profiles}, indent=1))

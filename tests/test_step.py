@@ -16,7 +16,8 @@ from aegir.data.batch import Batch
 from aegir.data.dataset import collate, examples_from_tables
 from aegir.data.synth import generate_table
 from aegir.model.aegir import AegirModel, preset
-from aegir.train.step import ShardedStep, shard_rows, trimmed, whole_batch_step
+from aegir.eval.predict import predict
+from aegir.train.step import OneThreadWorkers, ShardedStep, shard_rows, trimmed, whole_batch_step
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -51,8 +52,8 @@ def test_sharded_step_equals_whole_batch_step(workers):
     model, batch = tiny_trained_model(), synthetic_batch(7)
     whole = whole_batch_step(model, batch)
     whole_grads = grads_of(model)
-    with ShardedStep(model, workers) as step:
-        sharded = step(batch)
+    with OneThreadWorkers(workers) as threads:
+        sharded = ShardedStep(model, threads)(batch)
     sharded_grads = grads_of(model)
     assert rel_err(sharded.loss, whole.loss) < 1e-5
     for name in whole.parts:
@@ -66,7 +67,8 @@ def test_sharded_step_equals_whole_batch_step(workers):
 
 def test_sharded_step_is_deterministic_and_accumulates_like_backward():
     model, batch = tiny_trained_model(), synthetic_batch(6)
-    with ShardedStep(model, 2) as step:
+    with OneThreadWorkers(2) as threads:
+        step = ShardedStep(model, threads)
         step(batch)
         first = grads_of(model)
         step(batch)
@@ -99,8 +101,8 @@ def test_trimmed_drops_only_padding():
 def test_sharded_step_refuses_dropout():
     torch.manual_seed(0)
     model = AegirModel(preset("tiny", dropout=0.1))
-    with ShardedStep(model, 2) as step, pytest.raises(RuntimeError, match="dropout"):
-        step(synthetic_batch(4))
+    with OneThreadWorkers(2) as threads, pytest.raises(RuntimeError, match="dropout"):
+        ShardedStep(model, threads)(synthetic_batch(4))
 
 
 def test_loss_is_the_sum_formula_and_shard_sums_add_up():
@@ -116,3 +118,20 @@ def test_loss_is_the_sum_formula_and_shard_sums_add_up():
     for a, b in zip(added.tensors(), sums.tensors()):
         assert rel_err(a.detach().double(), b.detach().double()) < 1e-6
     assert added.cta_count == sums.cta_count > 0 and added.real_bytes == batch.byte_mask.sum()
+
+
+def test_workers_keep_the_callers_thread_count_and_predict_in_order():
+    model = tiny_trained_model()
+    tables = [generate_table(SyntheticConfig(), "valid", i) for i in range(7)]
+    examples = examples_from_tables(tables, 256, 8, 0, Path("synthetic"))
+    alone = predict(model, examples, batch_size=3)
+    before = torch.get_num_threads()
+    with OneThreadWorkers(3) as threads:
+        assert torch.get_num_threads() == before
+        assert threads.map(lambda _: torch.get_num_threads(), range(3)) == [1, 1, 1]
+        shared = predict(model, examples, batch_size=3, workers=threads)
+    assert [p.table_id for p in shared] == [e.table_id for e in examples]
+    for a, b in zip(shared, alone):
+        assert (a.cta_ids == b.cta_ids).all() and (a.cpa_ids == b.cpa_ids).all()
+        assert abs(a.cta_probs - b.cta_probs).max() < 1e-5
+    assert model.training

@@ -13,8 +13,8 @@ Accelerate drives the loop: one process on a CPU, or any number under `accelerat
 A global batch of `batch_size` tables is split across processes (gradients are averaged by
 DDP), so a run is consistent whatever the process count. In one CPU process, each step's batch
 is split into shards that run in parallel threads, one per torch intra-op thread
-(`aegir.train.step.ShardedStep`; the same gradient as the whole batch's up to rounding).
-Validation predictions are gathered from every process. On CPU with one process the run is
+(`aegir.train.step.ShardedStep`; the same gradient as the whole batch's up to rounding), and
+evaluation predicts in the same threads. Validation predictions are gathered from every process. On CPU with one process the run is
 deterministic: the same params, data and thread count give byte-identical checkpoint and
 metrics.
 
@@ -51,7 +51,7 @@ from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.aegir import AegirConfig, AegirModel
 from aegir.model.checkpoint import save_checkpoint
 from aegir.train.resume import TrainingProgress, fingerprint, load_state, save_state
-from aegir.train.step import ShardedStep, whole_batch_step
+from aegir.train.step import OneThreadWorkers, ShardedStep, whole_batch_step
 
 
 def model_config(params: Params, preset: str) -> AegirConfig:
@@ -91,19 +91,20 @@ def process_shard(indices: list[int], accelerator: Accelerator) -> list[int]:
 
 
 def gathered_predictions(model: torch.nn.Module, examples: list[Example], batch_size: int,
-                         accelerator: Accelerator) -> list[TablePrediction]:
-    """Predictions for every example, each process predicting a shard, gathered to all."""
+                         accelerator: Accelerator, workers: OneThreadWorkers | None = None) -> list[TablePrediction]:
+    """Predictions for every example, each process predicting a shard (in its worker threads,
+    when it has them), gathered to all."""
     shard = list(range(accelerator.process_index, len(examples), accelerator.num_processes))
     local = predict(accelerator.unwrap_model(model), [examples[i] for i in shard], batch_size,
-                    device=accelerator.device)
+                    device=accelerator.device, workers=workers)
     by_index = dict(gather_object(list(zip(shard, local))))
     return [by_index[i] for i in range(len(examples))]
 
 
 def evaluate(model: torch.nn.Module, examples: list[Example], batch_size: int,
-             accelerator: Accelerator) -> dict[str, dict]:
+             accelerator: Accelerator, workers: OneThreadWorkers | None = None) -> dict[str, dict]:
     """CTA/CPA F1 of `model` on `examples`, predictions gathered from every process."""
-    return score(examples, gathered_predictions(model, examples, batch_size, accelerator))
+    return score(examples, gathered_predictions(model, examples, batch_size, accelerator, workers))
 
 
 def trim_curves(live_dir: Path, last_step: int) -> None:
@@ -137,11 +138,12 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
         total_steps = min(total_steps, cfg.max_steps)
 
     data_print = data_fingerprint(data_dir, SPLITS)
-    # one CPU process: each step's shards run in parallel threads, one per intra-op thread torch
-    # was given (aegir.train.step); their float rounding differs, so the count is part of the run
-    workers = torch.get_num_threads() if accelerator.num_processes == 1 and accelerator.device.type == "cpu" else 1
+    # one CPU process: each step's shards, and evaluation, run in parallel threads, one per
+    # intra-op thread torch was given (aegir.train.step); the count changes float rounding, so
+    # it is part of the run
+    threads = torch.get_num_threads() if accelerator.num_processes == 1 and accelerator.device.type == "cpu" else 1
     run_print = fingerprint({"agent": asdict(agent), "phase1": asdict(cfg), "model": asdict(mcfg),
-                             "data": data_print, "processes": accelerator.num_processes, "workers": workers})
+                             "data": data_print, "processes": accelerator.num_processes, "workers": threads})
     torch.manual_seed(agent.seed)
     model = AegirModel(mcfg)
     optimizer = make_optimizer(model, cfg)
@@ -158,7 +160,8 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
     live = Live(dir=str(live_dir), resume=progress.step > 0, save_dvc_exp=False, dvcyaml=False) \
         if accelerator.is_main_process else None
 
-    sharded = ShardedStep(accelerator.unwrap_model(model), workers, accelerator.autocast) if workers > 1 else None
+    workers = OneThreadWorkers(threads) if threads > 1 else None
+    sharded = ShardedStep(accelerator.unwrap_model(model), workers, accelerator.autocast) if workers else None
     step = progress.step
     bar = tqdm(total=total_steps, initial=step, desc=f"phase1 {agent_name}", unit="step",
                disable=not accelerator.is_local_main_process, mininterval=2.0)
@@ -194,7 +197,7 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
                 live.log_metric("train/lr", lr)
                 bar.set_postfix(loss=f"{float(result.loss):.3f}", ratio=f"{float(stats.ratio):.2f}")
             if cfg.eval_every and step % cfg.eval_every == 0 and step < total_steps:
-                valid = evaluate(model, valid_examples, cfg.eval_batch_size, accelerator)
+                valid = evaluate(model, valid_examples, cfg.eval_batch_size, accelerator, workers)
                 if live is not None:
                     live.step = step
                     for task in ("cta", "cpa"):
@@ -208,10 +211,10 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
         if step >= total_steps:
             break
     bar.close()
-    if sharded:
-        sharded.close()
 
-    metrics = final_metrics(model, agent, data_dir, cfg, accelerator)
+    metrics = final_metrics(model, agent, data_dir, cfg, accelerator, workers)
+    if workers:
+        workers.close()
     metrics["steps"] = step
     metrics["train_tables"] = len(train_examples)
     accelerator.wait_for_everyone()
@@ -238,14 +241,14 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
 
 
 def final_metrics(model, agent: AgentConfig, data_dir: Path, cfg: Phase1Config,
-                  accelerator: Accelerator) -> dict:
+                  accelerator: Accelerator, workers: OneThreadWorkers | None = None) -> dict:
     """F1 on every split; specialists also on the tables of their own domains."""
     metrics: dict = {"cta": {}, "cpa": {}}
     if agent.domains:
         metrics["in_domain"] = {"cta": {}, "cpa": {}}
     for split in EVAL_SPLITS:
         examples = load_examples(data_dir, split)
-        predictions = gathered_predictions(model, examples, cfg.eval_batch_size, accelerator)
+        predictions = gathered_predictions(model, examples, cfg.eval_batch_size, accelerator, workers)
         result = score(examples, predictions)
         for task in ("cta", "cpa"):
             metrics[task][split] = result[task]

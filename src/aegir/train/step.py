@@ -83,50 +83,52 @@ def trimmed(batch: Batch) -> Batch:
                  cta_labels=batch.cta_labels[:, :C], cpa_labels=batch.cpa_labels[:, :C])
 
 
-def _one_thread_workers(workers: int) -> ThreadPoolExecutor:
-    """A pool of `workers` threads, each running torch with one intra-op thread.
+class OneThreadWorkers:
+    """`count` threads that each run torch with one intra-op thread; the creating thread keeps
+    its own setting. `map` runs a function over items in them and returns the results in order.
 
-    torch.set_num_threads sets the calling thread's OpenMP/MKL thread count and the default that
-    threads take when they first run a torch op; each worker sets its own, then the caller's
-    default is put back. The barrier makes every worker exist (and so run its initializer)
-    before that.
-    """
-    threads = torch.get_num_threads()
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="aegir-shard",
-                              initializer=torch.set_num_threads, initargs=(1,))
-    started = threading.Barrier(workers)
-    for future in [pool.submit(started.wait) for _ in range(workers)]:
-        future.result()
-    torch.set_num_threads(threads)
-    return pool
-
-
-class ShardedStep:
-    """Forward and backward of a batch as `workers` shards in parallel threads (module docstring).
-
-    Calling it on a batch sets (or adds to) every parameter's `.grad`, like `loss.backward()`.
-    Its threads run torch with one intra-op thread each; the calling thread keeps its own
-    setting. Only for one process on CPU: the gradients do not pass through DDP's hooks. Refuses
-    a model with active dropout, whose random draws would depend on the threads' timing.
-    `close()` (or leaving a `with` block) stops the threads.
+    torch.set_num_threads sets the calling thread's OpenMP/MKL thread count and the default a
+    thread takes when it first runs a torch op; each worker sets its own, then the creator's
+    default is put back. The barrier makes every worker exist (and so run its initializer) first.
     """
 
-    def __init__(self, model: AegirModel, workers: int, autocast: Autocast = contextlib.nullcontext):
-        if workers < 1:
-            raise ValueError(f"ShardedStep: workers must be ≥ 1, got {workers}")
-        self.model, self.workers, self.autocast = model, workers, autocast
-        self.params = [p for p in model.parameters() if p.requires_grad]
-        self._has_dropout = any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
-        self._pool = _one_thread_workers(workers)
+    def __init__(self, count: int):
+        if count < 1:
+            raise ValueError(f"OneThreadWorkers: count must be ≥ 1, got {count}")
+        self.count = count
+        threads = torch.get_num_threads()
+        self._pool = ThreadPoolExecutor(max_workers=count, thread_name_prefix="aegir-worker",
+                                        initializer=torch.set_num_threads, initargs=(1,))
+        started = threading.Barrier(count)
+        for future in [self._pool.submit(started.wait) for _ in range(count)]:
+            future.result()
+        torch.set_num_threads(threads)
+
+    def map(self, fn: Callable, items) -> list:
+        return list(self._pool.map(fn, items))
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
-    def __enter__(self) -> "ShardedStep":
+    def __enter__(self) -> "OneThreadWorkers":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class ShardedStep:
+    """Forward and backward of a batch as one shard per worker, in parallel (module docstring).
+
+    Calling it on a batch sets (or adds to) every parameter's `.grad`, like `loss.backward()`.
+    Only for one process on CPU: the gradients do not pass through DDP's hooks. Refuses a model
+    with active dropout, whose random draws would depend on the threads' timing.
+    """
+
+    def __init__(self, model: AegirModel, workers: OneThreadWorkers, autocast: Autocast = contextlib.nullcontext):
+        self.model, self.workers, self.autocast = model, workers, autocast
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self._has_dropout = any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
 
     def _forward(self, shard: Batch) -> LossSums:
         with self.autocast():
@@ -141,8 +143,8 @@ class ShardedStep:
         if self.model.training and self._has_dropout:
             raise RuntimeError("ShardedStep: dropout > 0 would draw random numbers in racing threads; "
                                "train with the whole-batch step")
-        shards = [trimmed(batch.select(rows)) for rows in shard_rows(batch, self.workers)]
-        shard_sums = list(self._pool.map(self._forward, shards))
+        shards = [trimmed(batch.select(rows)) for rows in shard_rows(batch, self.workers.count)]
+        shard_sums = self.workers.map(self._forward, shards)
         total = shard_sums[0]
         for sums in shard_sums[1:]:
             total = total + sums
@@ -152,7 +154,7 @@ class ShardedStep:
         floating = [x for x in leaves.tensors() if x.requires_grad]
         slopes = iter(torch.autograd.grad(loss, floating))
         weights = LossSums(*(next(slopes) if x.requires_grad else torch.zeros(()) for x in leaves.tensors()))
-        shard_grads = list(self._pool.map(lambda sums: self._gradients(sums, weights), shard_sums))
+        shard_grads = self.workers.map(lambda sums: self._gradients(sums, weights), shard_sums)
         for i, p in enumerate(self.params):
             grads = [g[i] for g in shard_grads if g[i] is not None]
             if not grads:
