@@ -5,7 +5,8 @@
 
 In one process:
 1. the machine's fp32 matmul peak: best GFLOP/s of a 1024×1024 matmul with torch's intra-op
-   threads (all cores by default);
+   threads (all cores by default), measured before and after the steps, the higher one kept
+   (on a shared machine both are below what the cores give when idle);
 2. training steps (forward + backward + gradient clipping + AdamW) on the same batch (the
    `--batch-size` longest prepared training tables, or random bytes when there is no prepared
    data) by
@@ -157,8 +158,7 @@ def main() -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"torch {torch.__version__}, {threads} intra-op threads; load average "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    peak = matmul_peak()
-    print(f"fp32 matmul peak (1024×1024, {threads} threads): {peak:.1f} GFLOP/s")
+    peak_at_start = matmul_peak()
 
     batch = batch_of(args.data, args.batch_size, args.length)
     real_bytes = int(batch.byte_mask.sum())
@@ -195,6 +195,10 @@ def main() -> None:
         for path in paths:
             path.timed_step()
 
+    peak_at_end = matmul_peak()
+    peak = max(peak_at_start, peak_at_end)
+    print(f"fp32 matmul peak (1024×1024, {threads} threads), best before and after the steps: "
+          f"{peak_at_start:.1f} and {peak_at_end:.1f} GFLOP/s → {peak:.1f}")
     results = {}
     print(f"\n{'path':30s} {'ms/step':>8s} {'CPU ms':>8s} {'bytes/s':>9s} {'GFLOP':>6s} {'GFLOP/s':>8s} {'% peak':>7s}")
     for path in paths:
@@ -207,7 +211,8 @@ def main() -> None:
         print(f"{path.name:30s} {ms:8.0f} {r['cpu_ms_per_step']:8.0f} {r['bytes_per_s']:9,.0f} "
               f"{r['gflop_per_step']:6.1f} {r['gflop_per_s']:8.1f} {100 * r['share_of_peak']:6.1f}%")
     speedup = results["after"]["bytes_per_s"] / results["before"]["bytes_per_s"]
-    print(f"after / before: {speedup:.2f}× bytes/s (median of {args.steps} alternating steps each)")
+    print(f"after / before: {speedup:.2f}× bytes/s (median of {args.steps} alternating steps each); "
+          f"load average now {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
     profiles = {}
     for path in paths[:2]:

@@ -47,13 +47,14 @@ def grads_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return grads
 
 
-@pytest.mark.parametrize("workers", [2, 3])
-def test_sharded_step_equals_whole_batch_step(workers):
+@pytest.mark.parametrize("workers,shard_bytes", [(2, 4096), (3, 4096), (2, 300)])
+def test_sharded_step_equals_whole_batch_step(workers, shard_bytes):
+    """One shard per worker, and (300 bytes) three shards per worker taken in turn."""
     model, batch = tiny_trained_model(), synthetic_batch(7)
     whole = whole_batch_step(model, batch)
     whole_grads = grads_of(model)
     with OneThreadWorkers(workers) as threads:
-        sharded = ShardedStep(model, threads)(batch)
+        sharded = ShardedStep(model, threads, shard_bytes=shard_bytes)(batch)
     sharded_grads = grads_of(model)
     assert rel_err(sharded.loss, whole.loss) < 1e-5
     for name in whole.parts:
@@ -68,7 +69,7 @@ def test_sharded_step_equals_whole_batch_step(workers):
 def test_sharded_step_is_deterministic_and_accumulates_like_backward():
     model, batch = tiny_trained_model(), synthetic_batch(6)
     with OneThreadWorkers(2) as threads:
-        step = ShardedStep(model, threads)
+        step = ShardedStep(model, threads, shard_bytes=400)
         step(batch)
         first = grads_of(model)
         step(batch)
