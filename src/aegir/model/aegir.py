@@ -322,6 +322,8 @@ class AegirModel(nn.Module):
                                     reduction="sum")
             return total, (labels != IGNORE_INDEX).sum()
 
+        if output.routing is None:
+            raise ValueError("AegirModel.loss: the output carries no routing (made by AegirModel.forward, it does)")
         cta_nll, cta_count = nll(output.cta_logits, batch.cta_labels)
         cpa_nll, cpa_count = nll(output.cpa_logits, batch.cpa_labels)
         routing, mask = output.routing, batch.byte_mask

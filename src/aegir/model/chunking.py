@@ -24,6 +24,7 @@ Departures from H-Net:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -130,7 +131,8 @@ def ema_parallel(z: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
 
 
 def dechunk(chunk_out: torch.Tensor, boundary_mask: torch.Tensor, boundary_prob: torch.Tensor,
-            chunk_mask: torch.Tensor, ema=None) -> torch.Tensor:
+            chunk_mask: torch.Tensor,
+            ema: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
     """Chunk outputs back to bytes.
 
     chunk_out: (B, L, D) main-network outputs; boundary_mask, boundary_prob: (B, T);
