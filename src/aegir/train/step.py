@@ -120,18 +120,19 @@ class OneThreadWorkers:
 class ShardedStep:
     """Forward and backward of a batch as shards, spread over worker threads (module docstring).
 
-    The batch is cut into shards of about `shard_bytes` real bytes each (at least one per
-    worker, a multiple of the worker count); worker w takes shards w, w + workers, … one after
-    the other. Small shards keep each op's tensors in cache: at d_model 96, four tables of ~1 KiB
-    per shard took ~20 % less CPU time per step than sixteen at once (elementwise ops there are
-    bound by memory bandwidth). Calling it on a batch sets (or adds to) every parameter's `.grad`,
-    like `loss.backward()`. Only for one process on CPU: the gradients do not pass through DDP's
-    hooks. Refuses a model with active dropout, whose random draws would depend on the threads'
-    timing.
+    The batch is cut into shards of at most about `shard_bytes` real bytes each (at least one
+    per worker, a multiple of the worker count); worker w takes shards w, w + workers, … one after
+    the other. The default gives one shard of 8 tables per worker at Phase 1's batch of 16 × 1 KiB
+    and bounds the shards' tensors for larger batches (elementwise ops at d_model 96 are bound by
+    memory bandwidth: in one thread, 4 micro-batches of 4 tables took ~20 % less CPU time than 16
+    tables at once; with two workers on the shared machine, shards of 4 tables measured the same
+    as shards of 8). Calling it on a batch sets (or adds to) every parameter's `.grad`, like
+    `loss.backward()`. Only for one process on CPU: the gradients do not pass through DDP's hooks.
+    Refuses a model with active dropout, whose random draws would depend on the threads' timing.
     """
 
     def __init__(self, model: AegirModel, workers: OneThreadWorkers, autocast: Autocast = contextlib.nullcontext,
-                 shard_bytes: int = 4096):
+                 shard_bytes: int = 8192):
         if shard_bytes < 1:
             raise ValueError(f"ShardedStep: shard_bytes must be ≥ 1, got {shard_bytes}")
         self.model, self.workers, self.autocast, self.shard_bytes = model, workers, autocast, shard_bytes
