@@ -2,10 +2,11 @@
 
 * `whole_batch_step`: one forward, the loss, one backward — the reference, and the path for
   several processes (DDP) and accelerators.
-* `ShardedStep`: the fast path on one CPU process. The batch is cut into small shards of about
-  equal bytes, spread over worker threads with one intra-op thread each, so the cores work on
-  independent shards instead of splitting each small op between them. (At d_model 96 most ops are too small to split well: torch's intra-op threads spent more
-  time synchronising than computing, and far more when other processes share the cores.)
+* `ShardedStep`: the fast path on one CPU process. The batch is cut into shards of about equal
+  bytes, spread over worker threads with one intra-op thread each, so the cores work on
+  independent shards instead of splitting each small op between them. (At d_model 96 the ops
+  are small: on the shared 2-core machine the whole-batch step with two intra-op threads was
+  slower than with one, every op waiting for both threads; README, Benchmarks.)
 
 The loss of the whole batch is not a sum over shards (cross-entropy is a mean over the batch's
 labels; the ratio loss is a function of batch-wide shares), but it is a function of sums over
@@ -14,8 +15,8 @@ added; the loss's derivatives with respect to the added sums, c = ∂loss/∂sum
 each shard then back-propagates c · sums_shard, whose gradient is that shard's exact share of
 the whole batch's gradient (the chain rule through the sums). Shard gradients are added in a
 fixed order (each worker's in shard order, then the workers' in worker order), so a run is
-deterministic whatever order the threads finish in. The result equals
-the whole-batch step's up to float rounding (tests/test_step.py).
+deterministic whatever order the threads finish in. The result equals the whole-batch step's
+up to float rounding (tests/test_step.py).
 """
 
 from __future__ import annotations
