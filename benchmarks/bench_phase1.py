@@ -1,27 +1,53 @@
-"""Benchmark: Phase 1 training throughput, and the share of the machine's fp32 matmul peak.
+"""Benchmark: Phase 1 training throughput of the previous code and the current one, in one run.
 
     python benchmarks/bench_phase1.py [--preset cpu] [--steps 10] [--batch-size 16] [--data data/prepared]
+                                      [--baseline-rev REV] [--top 12] [--json out.json]
 
-In one run: (1) the machine's own fp32 matmul peak (GFLOP/s of a large square matmul, best
-of several); (2) training steps of the chosen preset on real prepared tables (or synthetic
-bytes when no prepared data is there), timed after warm-up; FLOPs of one step counted by
-torch's FlopCounterMode (matmuls and convolutions only, as the peak is). Prints bytes/s,
-achieved GFLOP/s and the ratio to the peak.
+In one process:
+1. the machine's fp32 matmul peak: best GFLOP/s of a 1024×1024 matmul with torch's intra-op
+   threads (all cores by default), measured before and after the steps, the higher one kept
+   (on a shared machine both are below what the cores give when idle);
+2. training steps (forward + backward + gradient clipping + AdamW) on the same batch (the
+   `--batch-size` longest prepared training tables, or random bytes when there is no prepared
+   data) by
+   * before: the model code of `--baseline-rev` (default: the last commit before the speed work),
+     loaded from git into a temporary package, stepped as Phase 1 stepped it then: the whole
+     batch at once, torch's intra-op threads splitting each op;
+   * after: the current code stepped as Phase 1 steps it now (`aegir.train.step.ShardedStep`:
+     one shard per intra-op thread, each shard in its own thread);
+   * and, for context, before with one intra-op thread and after on the whole batch with one
+     thread (how much is work saved and how much is the use of the cores);
+   the paths' steps alternate, so that load from other processes on a shared machine falls on
+   all of them alike; each path's median wall time and CPU time per step are reported;
+3. matmul FLOPs of one step of each path (torch's FlopCounterMode: matmuls only, as the peak)
+   → achieved GFLOP/s and share of the peak;
+4. the profiler's top ops by self CPU time, summed over all threads, of one step before and after.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import os
 import platform
+import re
+import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from torch.profiler import ProfilerActivity, _ExperimentalConfig, profile
 from torch.utils.flop_counter import FlopCounterMode
 
 from aegir.data.dataset import collate, load_examples, make_example
-from aegir.model.aegir import AegirModel, preset
+from aegir.train.step import OneThreadWorkers, ShardedStep, whole_batch_step
+
+REPO = Path(__file__).resolve().parents[1]
+BASELINE_REV = "50aee049c579f14bb225383154c704828a8f8012"  # the last commit before the speed work (issue 8)
 
 
 def matmul_peak(n: int = 1024, repeats: int = 10) -> float:
@@ -53,53 +79,151 @@ def batch_of(data: Path, batch_size: int, length: int):
     return collate(examples)
 
 
+def import_baseline(rev: str):
+    """The `aegir` package as it was at git revision `rev`, imported as `aegir_baseline`.
+
+    `git archive` of src/aegir into a temporary directory, with `aegir` imports renamed, so that
+    both versions live in one process.
+    """
+    tar = subprocess.run(["git", "-C", str(REPO), "archive", rev, "src/aegir"], check=True,
+                         capture_output=True).stdout
+    root = Path(tempfile.mkdtemp(prefix="aegir-baseline-"))
+    subprocess.run(["tar", "-x", "-C", str(root)], input=tar, check=True)
+    package = root / "aegir_baseline"
+    (root / "src" / "aegir").rename(package)
+    for source in package.rglob("*.py"):
+        source.write_text(re.sub(r"\b(from|import) aegir\b", r"\1 aegir_baseline", source.read_text()))
+    sys.path.insert(0, str(root))
+    return importlib.import_module("aegir_baseline.model.aegir")
+
+
+class TrainingPath:
+    """One way of taking a training step: a model, its optimizer and how it steps."""
+
+    def __init__(self, name: str, model: torch.nn.Module, forward_backward: Callable[[], None], threads: int):
+        self.name, self.model, self.forward_backward, self.threads = name, model, forward_backward, threads
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+
+    def step(self) -> None:
+        torch.set_num_threads(self.threads)
+        self.forward_backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def timed_step(self) -> None:
+        wall, cpu = time.perf_counter(), time.process_time()
+        self.step()
+        self.wall.append(time.perf_counter() - wall)
+        self.cpu.append(time.process_time() - cpu)
+
+    def median(self, values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+
+def whole_batch(model, batch) -> Callable[[], None]:
+    def forward_backward() -> None:
+        loss, _ = model.loss(batch, model(batch))
+        loss.backward()
+    return forward_backward
+
+
+def top_ops(step: Callable[[], None], rows: int) -> list[tuple[str, float, float, int]]:
+    """(op, self CPU ms, share %, calls) of one step, all threads, by self CPU time."""
+    with profile(activities=[ProfilerActivity.CPU],
+                 experimental_config=_ExperimentalConfig(profile_all_threads=True)) as prof:
+        step()
+    events = [e for e in prof.key_averages() if e.self_cpu_time_total > 0]
+    total = sum(e.self_cpu_time_total for e in events)
+    events.sort(key=lambda e: -e.self_cpu_time_total)
+    return [(e.key, e.self_cpu_time_total / 1e3, 100 * e.self_cpu_time_total / total, e.count)
+            for e in events[:rows]]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="cpu")
-    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per path")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--length", type=int, default=1025, help="stream length without prepared data")
     parser.add_argument("--data", default="data/prepared", type=Path)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--baseline-rev", default=BASELINE_REV, help="git revision of the 'before' code")
+    parser.add_argument("--top", type=int, default=12, help="profiler rows per path")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
-    print(f"machine: {platform.machine()} {os.cpu_count()} cores, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, device {args.device}")
-    peak = matmul_peak() if args.device == "cpu" else float("nan")
-    print(f"fp32 matmul peak (1024x1024): {peak:.1f} GFLOP/s")
+    threads = torch.get_num_threads()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+          f"torch {torch.__version__}, {threads} intra-op threads; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    peak_at_start = matmul_peak()
 
-    torch.manual_seed(0)
-    model = AegirModel(preset(args.preset)).to(args.device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    batch = batch_of(args.data, args.batch_size, args.length).to(args.device)
+    batch = batch_of(args.data, args.batch_size, args.length)
     real_bytes = int(batch.byte_mask.sum())
+    baseline = import_baseline(args.baseline_rev)
 
-    def step() -> None:
-        output = model(batch)
-        loss, _ = model.loss(batch, output)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+    def model(code):
+        torch.manual_seed(0)
+        return code.AegirModel(code.preset(args.preset))
 
-    step()  # warm-up
-    with FlopCounterMode(display=False) as counter:
-        step()
-    flops = counter.get_total_flops()
-    times = []
+    import aegir.model.aegir as current
+    before, before_1, after, after_1 = model(baseline), model(baseline), model(current), model(current)
+    workers = OneThreadWorkers(threads)
+    sharded = ShardedStep(after, workers)
+    paths = [
+        TrainingPath("before", before, whole_batch(before, batch), threads),
+        TrainingPath("after", after, lambda: sharded(batch), threads),
+        TrainingPath("before, 1 thread", before_1, whole_batch(before_1, batch), 1),
+        TrainingPath("after, whole batch, 1 thread", after_1, lambda: whole_batch_step(after_1, batch), 1),
+    ]
+    print(f"preset {args.preset}: {after.num_parameters():,} parameters; batch "
+          f"{tuple(batch.byte_ids.shape)}, {real_bytes} real bytes; before = {args.baseline_rev[:12]}")
+
+    flops = {}
+    for path in paths[:2]:
+        path.step()  # warm-up
+        with FlopCounterMode(display=False) as counter:  # counts this thread's ops: whole batch
+            torch.set_num_threads(threads)
+            whole_batch(path.model, batch)()
+        path.model.zero_grad(set_to_none=True)
+        flops[path.name] = counter.get_total_flops()
+    for path in paths[2:]:
+        path.step()
     for _ in range(args.steps):
-        t = time.perf_counter()
-        step()
-        if args.device != "cpu":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t)
-    median = sorted(times)[len(times) // 2]
-    achieved = flops / median / 1e9
-    print(f"preset {args.preset}: {model.num_parameters():,} parameters; batch {tuple(batch.byte_ids.shape)}, "
-          f"{real_bytes} real bytes")
-    print(f"step (forward+backward+AdamW), median of {args.steps}: {median * 1000:.0f} ms")
-    print(f"throughput: {real_bytes / median:,.0f} bytes/s ({args.batch_size / median:.1f} tables/s)")
-    print(f"matmul FLOPs per step: {flops / 1e9:.2f} GFLOP → {achieved:.1f} GFLOP/s = "
-          f"{100 * achieved / peak:.1f}% of the measured peak")
+        for path in paths:
+            path.timed_step()
+
+    peak_at_end = matmul_peak()
+    peak = max(peak_at_start, peak_at_end)
+    print(f"fp32 matmul peak (1024×1024, {threads} threads), best before and after the steps: "
+          f"{peak_at_start:.1f} and {peak_at_end:.1f} GFLOP/s → {peak:.1f}")
+    results = {}
+    print(f"\n{'path':30s} {'ms/step':>8s} {'CPU ms':>8s} {'bytes/s':>9s} {'GFLOP':>6s} {'GFLOP/s':>8s} {'% peak':>7s}")
+    for path in paths:
+        ms = 1e3 * path.median(path.wall)
+        flop = flops.get(path.name, flops["before" if path.name.startswith("before") else "after"])
+        results[path.name] = {"ms_per_step": ms, "cpu_ms_per_step": 1e3 * path.median(path.cpu),
+                              "bytes_per_s": real_bytes / ms * 1e3, "gflop_per_step": flop / 1e9,
+                              "gflop_per_s": flop / ms / 1e6, "share_of_peak": flop / ms / 1e6 / peak}
+        r = results[path.name]
+        print(f"{path.name:30s} {ms:8.0f} {r['cpu_ms_per_step']:8.0f} {r['bytes_per_s']:9,.0f} "
+              f"{r['gflop_per_step']:6.1f} {r['gflop_per_s']:8.1f} {100 * r['share_of_peak']:6.1f}%")
+    speedup = results["after"]["bytes_per_s"] / results["before"]["bytes_per_s"]
+    print(f"after / before: {speedup:.2f}× bytes/s (median of {args.steps} alternating steps each); "
+          f"load average now {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+    profiles = {}
+    for path in paths[:2]:
+        profiles[path.name] = top_ops(path.step, args.top)
+        print(f"\ntop ops by self CPU time, one step {path.name} (all threads):")
+        for name, ms, share, calls in profiles[path.name]:
+            print(f"  {name:40s} {ms:9.1f} ms {share:5.1f}% {calls:6d} calls")
+    workers.close()
+    if args.json:
+        args.json.write_text(json.dumps({"peak_gflop_per_s": peak, "real_bytes": real_bytes, "threads": threads,
+                                         "paths": results, "speedup": speedup, "top_ops": profiles}, indent=1))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -12,6 +13,9 @@ from aegir.data.batch import IGNORE_INDEX, Batch
 from aegir.data.dataset import Example, collate, eval_batches
 from aegir.eval.metrics import task_report
 from aegir.labels import cpa_vocab, cta_vocab
+
+if TYPE_CHECKING:
+    from aegir.train.step import OneThreadWorkers
 
 
 @dataclass(frozen=True)
@@ -35,15 +39,26 @@ class TablePrediction:
 @torch.no_grad()
 def predict(model: torch.nn.Module, examples: Sequence[Example], batch_size: int = 32,
             top_k: int = 1, device: torch.device | str = "cpu",
-            forward: Callable[[Batch], object] | None = None) -> list[TablePrediction]:
+            forward: Callable[[Batch], object] | None = None,
+            workers: OneThreadWorkers | None = None) -> list[TablePrediction]:
     """Predictions for every example, in the order of `examples`.
 
     forward: what to call on each batch (default `model` itself); it returns an `AegirOutput`,
     or an object with `.output` (an `AegirOutput`) and `.activation_mask` ((B, S) bool), as the
     routed forward of `aegir.swarm.orchestrator.SwarmOrchestrator.annotate` does.
+    workers: each worker thread predicts an interleaved share of the examples (every
+    `workers.count`-th).
     """
     was_training = model.training
     model.eval()
+    if workers is not None and workers.count > 1 and len(examples) > 1:
+        n = workers.count
+        shares = workers.map(lambda i: predict(model, examples[i::n], batch_size, top_k, device, forward), range(n))
+        merged: list[TablePrediction | None] = [None] * len(examples)
+        for i, share in enumerate(shares):
+            merged[i::n] = share
+        model.train(was_training)
+        return merged  # type: ignore[return-value]
     forward = forward or model
     out: list[TablePrediction | None] = [None] * len(examples)
     for indices in eval_batches(examples, batch_size):

@@ -6,7 +6,7 @@ Only modules and the model config live here; data, optimiser and logging live el
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import torch
 import torch.nn as nn
@@ -17,8 +17,8 @@ from aegir.data.serialize import BYTE_VOCAB_SIZE, COLUMN_SEP
 from aegir.errors import ConfigError, check_config
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.chunking import (
-    ChunkStats, RoutingModule, RoutingOutput, chunk, chunk_stats, dechunk, ratio_loss,
-    straight_through_ones,
+    ChunkStats, RoutingModule, RoutingOutput, chunk, chunk_stats, dechunk, ema_parallel, ema_sequential,
+    ratio_loss, ratio_loss_of, straight_through_ones,
 )
 from aegir.model.rwkv import LayerState, RWKVStack
 
@@ -100,7 +100,8 @@ class EncoderOutput:
 class AegirOutput:
     """cta_logits (B, C, n_cta); cpa_logits (B, C, n_cpa) — column c's relation to column 0
     (column 0's own row is meaningless); column_vectors (B, C, D); ratio_loss: scalar;
-    chunk_stats: detached F, G, ratio; main_final_state: the main network's state per layer."""
+    chunk_stats: detached F, G, ratio; main_final_state: the main network's state per layer;
+    routing: the chunker's boundaries over the bytes (what `AegirModel.loss_sums` reads)."""
 
     cta_logits: torch.Tensor
     cpa_logits: torch.Tensor
@@ -108,6 +109,39 @@ class AegirOutput:
     ratio_loss: torch.Tensor
     chunk_stats: ChunkStats
     main_final_state: list[LayerState]
+    routing: RoutingOutput | None = None
+
+
+@dataclass
+class LossSums:
+    """A batch's training loss as sums and counts (0-dim tensors), so that the sums of a batch's
+    shards add up to the whole batch's: `aegir.train.step` trains on shards in parallel.
+
+    cta_nll, cpa_nll: cross-entropy summed over labelled columns / labelled (0, c) pairs;
+    cta_count, cpa_count: how many there are; boundaries: boundary bytes among the real bytes
+    (no gradient); boundary_prob: Σ p over the real bytes; real_bytes: how many real bytes.
+    """
+
+    cta_nll: torch.Tensor
+    cta_count: torch.Tensor
+    cpa_nll: torch.Tensor
+    cpa_count: torch.Tensor
+    boundaries: torch.Tensor
+    boundary_prob: torch.Tensor
+    real_bytes: torch.Tensor
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        """The fields in order (dataclasses.astuple would deep-copy them)."""
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    def __add__(self, other: "LossSums") -> "LossSums":
+        return LossSums(*(x + y for x, y in zip(self.tensors(), other.tensors())))
+
+    def chunk_stats(self) -> ChunkStats:
+        """F, G and the achieved ratio of these bytes (detached), as `chunk_stats` gives them."""
+        n = self.real_bytes.clamp(min=1)
+        F_ = (self.boundaries / n).detach()
+        return ChunkStats(F=F_, G=(self.boundary_prob / n).detach(), ratio=1.0 / F_.clamp(min=1e-9))
 
 
 class ColumnAttention(nn.Module):
@@ -164,6 +198,7 @@ class AegirModel(nn.Module):
     def __init__(self, config: AegirConfig):
         super().__init__()
         self.config = config
+        self.reference = False  # see set_reference
         D, K, cs, fm = config.d_model, config.head_size, config.wkv_chunk_size, config.ffn_mult
         self.embed = nn.Embedding(config.vocab_size, D)
         nn.init.uniform_(self.embed.weight, -1e-4, 1e-4)  # RWKV's small embedding init + ln0
@@ -193,6 +228,14 @@ class AegirModel(nn.Module):
         for stack in (self.encoder, self.main, self.decoder):
             stack.set_naive_wkv(naive)
 
+    def set_reference(self, reference: bool) -> None:
+        """Run every op with a fast path through its literal reference instead (tests; slow): the
+        wkv loop, RWKV-7's decay formula and nn.GroupNorm in every layer (`aegir.model.rwkv`)
+        and the sequential dechunk EMA."""
+        self.reference = reference
+        for stack in (self.encoder, self.main, self.decoder):
+            stack.set_reference(reference)
+
     # --------------------------------------------------------------------------- stages
 
     def encode(self, batch: Batch) -> EncoderOutput:
@@ -219,7 +262,8 @@ class AegirModel(nn.Module):
         routing, h_enc = encoded.routing, encoded.hidden
         chunk_h, chunk_mask = chunk(h_enc, routing.boundary_mask)  # (B, L, D), (B, L)
         chunk_out, main_final_state = self.main(chunk_h, chunk_mask, main_initial_state)
-        h = dechunk(chunk_out, routing.boundary_mask, routing.boundary_prob, chunk_mask)  # (B, T, D)
+        h = dechunk(chunk_out, routing.boundary_mask, routing.boundary_prob, chunk_mask,
+                    ema_sequential if self.reference else ema_parallel)  # (B, T, D)
         h = h * straight_through_ones(routing.selected_prob)[..., None] + self.residual_proj(h_enc)
         h, _ = self.decoder(h, batch.byte_mask)  # (B, T, D)
 
@@ -242,6 +286,7 @@ class AegirModel(nn.Module):
                                   self.config.target_compression, batch.byte_mask),
             chunk_stats=chunk_stats(routing.boundary_mask, routing.boundary_prob, batch.byte_mask),
             main_final_state=main_final_state,
+            routing=routing,
         )
 
     def pool_columns(self, h: torch.Tensor, column_spans: torch.Tensor,
@@ -266,18 +311,37 @@ class AegirModel(nn.Module):
     def loss(self, batch: Batch, output: AegirOutput) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """CE over labelled columns (CTA) and labelled pairs (CPA) + ratio_loss_weight · ratio
         loss. A batch with no label of a kind contributes 0 for it (not NaN). Parts are detached."""
+        return self.loss_of_sums(self.loss_sums(batch, output))
 
-        def ce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def loss_sums(self, batch: Batch, output: AegirOutput) -> LossSums:
+        """The sums and counts the loss is made of (see `LossSums`)."""
+
+        def nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             labels = labels.flatten()
             total = F.cross_entropy(logits.flatten(0, 1).float(), labels, ignore_index=IGNORE_INDEX,
                                     reduction="sum")
-            return total / (labels != IGNORE_INDEX).sum().clamp(min=1)
+            return total, (labels != IGNORE_INDEX).sum()
 
-        cta = ce(output.cta_logits, batch.cta_labels)
-        cpa = ce(output.cpa_logits, batch.cpa_labels)
-        total = cta + cpa + self.config.ratio_loss_weight * output.ratio_loss
-        parts = {"cta": cta.detach(), "cpa": cpa.detach(), "ratio": output.ratio_loss.detach(),
-                 "total": total.detach()}
+        if output.routing is None:
+            raise ValueError("AegirModel.loss: the output carries no routing (made by AegirModel.forward, it does)")
+        cta_nll, cta_count = nll(output.cta_logits, batch.cta_labels)
+        cpa_nll, cpa_count = nll(output.cpa_logits, batch.cpa_labels)
+        routing, mask = output.routing, batch.byte_mask
+        return LossSums(
+            cta_nll=cta_nll, cta_count=cta_count, cpa_nll=cpa_nll, cpa_count=cpa_count,
+            boundaries=(routing.boundary_mask & mask).sum(),
+            boundary_prob=torch.where(mask, routing.boundary_prob, torch.zeros_like(routing.boundary_prob)).sum(),
+            real_bytes=mask.sum(),
+        )
+
+    def loss_of_sums(self, sums: LossSums) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The loss and its detached parts from `LossSums` (of a batch, or added over shards)."""
+        cta = sums.cta_nll / sums.cta_count.clamp(min=1)
+        cpa = sums.cpa_nll / sums.cpa_count.clamp(min=1)
+        n = sums.real_bytes.clamp(min=1)
+        ratio = ratio_loss_of(sums.boundaries / n, sums.boundary_prob / n, self.config.target_compression)
+        total = cta + cpa + self.config.ratio_loss_weight * ratio
+        parts = {"cta": cta.detach(), "cpa": cpa.detach(), "ratio": ratio.detach(), "total": total.detach()}
         return total, parts
 
     def config_dict(self) -> dict:

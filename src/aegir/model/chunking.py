@@ -24,6 +24,7 @@ Departures from H-Net:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -134,20 +135,22 @@ def ema_parallel(z: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
 
 
 def dechunk(chunk_out: torch.Tensor, boundary_mask: torch.Tensor, boundary_prob: torch.Tensor,
-            chunk_mask: torch.Tensor) -> torch.Tensor:
+            chunk_mask: torch.Tensor,
+            ema: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
     """Chunk outputs back to bytes.
 
     chunk_out: (B, L, D) main-network outputs; boundary_mask, boundary_prob: (B, T);
     chunk_mask: (B, L). Returns (B, T, D): byte t gets the EMA-smoothed output of the chunk
     that starts at the last boundary ≤ t (bytes before any boundary, or padded, get chunk 0's
-    or the last chunk's vector; the model masks them).
+    or the last chunk's vector; the model masks them). `ema`: `ema_parallel` (default) or the
+    reference `ema_sequential`.
     """
     positions, _ = _boundary_positions(boundary_mask)
     p = torch.gather(boundary_prob, 1, positions)  # (B, L)
     # padded chunks (unused) restart the EMA; the clamp keeps log(1 − p) finite everywhere, which
     # the parallel form needs (a −∞ there would give NaN gradients through 0 · NaN)
     p = torch.where(chunk_mask, p, torch.ones_like(p)).clamp(EMA_PROB_EPS, 1 - EMA_PROB_EPS)
-    smoothed = ema_parallel(chunk_out, p)  # (B, L, D)
+    smoothed = (ema or ema_parallel)(chunk_out, p)  # (B, L, D)
     index = (torch.cumsum(boundary_mask.long(), dim=1) - 1).clamp(0, chunk_out.shape[1] - 1)
     return torch.gather(smoothed, 1, index[..., None].expand(-1, -1, chunk_out.shape[-1]))
 
@@ -161,13 +164,19 @@ def ratio_loss(boundary_mask: torch.Tensor, boundary_prob: torch.Tensor, target_
                mask: torch.Tensor | None = None) -> torch.Tensor:
     """N/(N−1)·((N−1)·F·G + (1−F)(1−G)) over the real bytes of the batch (mask), a scalar;
     differentiable through G. target_N > 1 (the target bytes per chunk)."""
-    if target_N <= 1:
-        raise ValueError(f"ratio_loss: target_N must be > 1, got {target_N}")
     if mask is None:
         mask = torch.ones_like(boundary_mask)
     n = mask.sum().clamp(min=1)
     F_ = (boundary_mask & mask).sum() / n
     G = torch.where(mask, boundary_prob, torch.zeros_like(boundary_prob)).sum() / n
+    return ratio_loss_of(F_, G, target_N)
+
+
+def ratio_loss_of(F_: torch.Tensor, G: torch.Tensor, target_N: float) -> torch.Tensor:
+    """The ratio loss N/(N−1)·((N−1)·F·G + (1−F)(1−G)) of a boundary share F and a mean
+    boundary probability G (scalars)."""
+    if target_N <= 1:
+        raise ValueError(f"ratio_loss: target_N must be > 1, got {target_N}")
     N = target_N
     return N / (N - 1) * ((N - 1) * F_ * G + (1 - F_) * (1 - G))
 

@@ -78,10 +78,36 @@ def _lora_width(d_model: int, scale: float, power: float) -> int:
     return max(16, int(round(scale * d_model ** power / 16)) * 16)
 
 
+_DECAY_SCALE = math.exp(-0.5)  # RWKV-7's largest per-step log-decay magnitude, e^{−½}
+
+
+def decay_reference(z: torch.Tensor) -> torch.Tensor:
+    """RWKV-7's decay as its reference code writes it: w = exp(−exp(−softplus(−z) − ½))."""
+    return torch.exp(-torch.exp(-F.softplus(-z) - 0.5))
+
+
+def decay(z: torch.Tensor) -> torch.Tensor:
+    """The same decay in three elementwise ops instead of seven: exp(−softplus(−z)) = σ(z), so
+    w = exp(−e^{−½}·σ(z)) ∈ [e^{−e^{−½}}, 1) ≈ [0.545, 1)."""
+    return torch.exp(torch.sigmoid(z) * -_DECAY_SCALE)
+
+
+def head_group_norm(y: torch.Tensor, norm: nn.GroupNorm) -> torch.Tensor:
+    """`norm` (GroupNorm with one group per head) of y (B, T, H, K), as a LayerNorm over each
+    head's K channels and then the per-channel affine: the same numbers, without GroupNorm's CPU
+    kernel, ~3× slower here (forward + backward at (16·1025, 96)) than LayerNorm's and an
+    addcmul. Returns (B, T, H·K)."""
+    B, T, H, K = y.shape
+    normed = F.layer_norm(y, (K,), eps=norm.eps).view(B, T, H * K)
+    return torch.addcmul(norm.bias, normed, norm.weight)
+
+
 class TimeMix(nn.Module):
     """RWKV-7 time mixing: token shift → r, w, k, v, a, g → wkv recurrence → group norm → gate.
 
-    `naive_wkv` picks the reference loop instead of the chunked form (tests; never faster).
+    `reference` runs every op through its literal version (tests; never faster): the wkv loop
+    instead of the chunked form, RWKV-7's decay formula instead of `decay`, nn.GroupNorm instead
+    of `head_group_norm`. `naive_wkv` swaps the wkv op alone.
     """
 
     def __init__(self, d_model: int, head_size: int, layer_id: int, n_layers: int,
@@ -91,7 +117,7 @@ class TimeMix(nn.Module):
             raise ValueError(f"d_model {d_model} is not a multiple of head_size {head_size}")
         D, K = d_model, head_size
         self.n_head, self.head_size = D // K, K
-        self.chunk_size, self.naive_wkv = chunk_size, naive_wkv
+        self.chunk_size, self.naive_wkv, self.reference = chunk_size, naive_wkv, False
         depth = layer_id / max(1, n_layers - 1)  # 0 → first layer, 1 → last
         keep = 1.0 - layer_id / n_layers  # 1 → first layer, → 0 at the last
         frac = torch.arange(D, dtype=torch.float32) / D
@@ -128,6 +154,19 @@ class TimeMix(nn.Module):
         nn.init.zeros_(self.output.weight)  # the block starts as the identity
         self.ln_x = nn.GroupNorm(self.n_head, D, eps=64e-5)
 
+    def _lora_inputs(self, x: torch.Tensor, xx: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The first products of the three LoRAs, xw @ w1, xa @ a1, xg @ g1 with x_i = x + xx ⊙ μ_i,
+        as two matmuls for all three: x @ [w1 a1 g1] + xx @ [μ_w⊙w1  μ_a⊙a1  μ_g⊙g1]. Their
+        widths (16 at d_model 96) make three separate products slow; the mixed inputs x_w, x_a,
+        x_g are never formed. x, xx: (B, T, D); returns three (B, T, width) views."""
+        B, T, D = x.shape
+        first = torch.cat([self.w1, self.a1, self.g1], dim=1)  # (D, d_w + d_a + d_g)
+        first_of_shift = torch.cat([self.mix_w.view(D, 1) * self.w1, self.mix_a.view(D, 1) * self.a1,
+                                    self.mix_g.view(D, 1) * self.g1], dim=1)
+        h = torch.addmm(x.reshape(B * T, D) @ first, xx.reshape(B * T, D), first_of_shift)
+        widths = (self.w1.shape[1], self.a1.shape[1], self.g1.shape[1])
+        return tuple(part.view(B, T, -1) for part in h.split(widths, dim=1))
+
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None, wkv_state: torch.Tensor,
                 shift_state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x: (B, T, D) normalised input; mask: (B, T) bool or None; wkv_state: (B, H, K, K);
@@ -135,20 +174,21 @@ class TimeMix(nn.Module):
         B, T, D = x.shape
         H, K = self.n_head, self.head_size
         xx = _shifted(x, shift_state) - x  # (B, T, D)
-        xr, xw = x + xx * self.mix_r, x + xx * self.mix_w
-        xk, xv = x + xx * self.mix_k, x + xx * self.mix_v
-        xa, xg = x + xx * self.mix_a, x + xx * self.mix_g
-
+        xr, xk, xv = (torch.addcmul(x, xx, mix) for mix in (self.mix_r, self.mix_k, self.mix_v))
         r = self.receptance(xr)  # (B, T, D)
-        log_log_decay = -F.softplus(-(self.w0 + torch.tanh(xw @ self.w1) @ self.w2)) - 0.5
-        w = torch.exp(-torch.exp(log_log_decay))  # decay in [e^{−e^{−½}}, 1) ≈ [0.545, 1)
         k = self.key(xk)
         v = self.value(xv)
-        a = torch.sigmoid(self.a0 + (xa @ self.a1) @ self.a2)  # in-context learning rate
-        g = torch.sigmoid(xg @ self.g1) @ self.g2  # output gate
+        if self.reference:
+            xw, xa, xg = (torch.addcmul(x, xx, mix) for mix in (self.mix_w, self.mix_a, self.mix_g))
+            lora_w, lora_a, lora_g = xw @ self.w1, xa @ self.a1, xg @ self.g1
+        else:
+            lora_w, lora_a, lora_g = self._lora_inputs(x, xx)
+        w = (decay_reference if self.reference else decay)(self.w0 + torch.tanh(lora_w) @ self.w2)  # [0.545, 1)
+        a = torch.sigmoid(self.a0 + lora_a @ self.a2)  # in-context learning rate
+        g = torch.sigmoid(lora_g) @ self.g2  # output gate
 
         kk = F.normalize((k * self.k_k).view(B, T, H, K), dim=-1)  # removal key κ̂, unit norm
-        k = k * (1 + (a - 1) * self.k_a)
+        k = k * torch.addcmul(1 - self.k_a, a, self.k_a)  # k ⊙ (1 + (a − 1) ⊙ k_a)
         a_op, b_op = -kk, kk * a.view(B, T, H, K)
         if mask is not None:  # padded steps leave the state untouched
             keep = mask.view(B, T, 1, 1)
@@ -158,14 +198,17 @@ class TimeMix(nn.Module):
 
         op_args = (r.view(B, T, H, K), w.view(B, T, H, K), k.view(B, T, H, K),
                    v.view(B, T, H, K), a_op, b_op, wkv_state)
-        if self.naive_wkv:
+        if self.naive_wkv or self.reference:
             y, new_wkv = wkv_naive(*op_args)
         else:
             y, new_wkv = wkv_chunked(*op_args, chunk_size=self.chunk_size)  # (B, T, H, K)
 
-        y = self.ln_x(y.reshape(B * T, D)).view(B, T, D)
+        if self.reference:
+            y = self.ln_x(y.reshape(B * T, D)).view(B, T, D)
+        else:
+            y = head_group_norm(y, self.ln_x)
         bonus = (r.view(B, T, H, K) * k.view(B, T, H, K) * self.r_k).sum(-1, keepdim=True)
-        y = y + (bonus * v.view(B, T, H, K)).view(B, T, D)
+        y = torch.addcmul(y.view(B, T, H, K), bonus, v.view(B, T, H, K)).view(B, T, D)
         return self.output(y * g), new_wkv, _last_real(x, mask, shift_state)
 
 
@@ -186,7 +229,7 @@ class ChannelMix(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None,
                 shift_state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x: (B, T, D) normalised input. Returns (out (B, T, D), shift_state (B, D))."""
-        xk = x + (_shifted(x, shift_state) - x) * self.mix_k
+        xk = torch.addcmul(x, _shifted(x, shift_state) - x, self.mix_k)
         return self.value(torch.relu(self.key(xk)) ** 2), _last_real(x, mask, shift_state)
 
 
@@ -226,6 +269,11 @@ class RWKVStack(nn.Module):
         for block in self.blocks:
             block.att.naive_wkv = naive
 
+    def set_reference(self, reference: bool) -> None:
+        """Run every layer's ops through their literal reference versions (see `TimeMix`)."""
+        for block in self.blocks:
+            block.att.reference = reference
+
     def zero_state(self, batch_size: int, device: torch.device | str = "cpu") -> list[LayerState]:
         H, K, D = self.n_head, self.head_size, self.d_model
         return [LayerState(torch.zeros(batch_size, H, K, K, device=device),
@@ -244,6 +292,8 @@ class RWKVStack(nn.Module):
             initial_state = self.zero_state(x.shape[0], x.device)
         if len(initial_state) != len(self.blocks):
             raise ValueError(f"initial_state has {len(initial_state)} layers, stack has {len(self.blocks)}")
+        if mask is not None and bool(mask.all()):
+            mask = None  # no padding: skip the masking work (the same results)
         final_state = []
         for block, state in zip(self.blocks, initial_state):
             x, state = block(x, mask, state)

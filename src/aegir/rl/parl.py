@@ -149,6 +149,7 @@ def policy_forward(orch: SwarmOrchestrator, batch: Batch, rollouts: int, *,
         # the chunker's loss is a function of the shared prefix: over the B tables, as K copies would give
         ratio_loss=ratio_loss(encoded.routing.boundary_mask, encoded.routing.boundary_prob,
                               orch.primary.config.target_compression, batch.byte_mask),
+        routing=select_encoded(encoded, rows).routing,
         main_final_state=[state_.select(inverse) for state_ in distinct_out.main_final_state])
     return PolicyForward(output=output, decision=decision, routing_log_prob=log_prob, reads=reads)
 

@@ -12,9 +12,12 @@ anything.
 
 Accelerate drives the loop: one process on a CPU, or any number under `accelerate launch`.
 A global batch of `batch_size` tables is split across processes (gradients are averaged by
-DDP), so a run is consistent whatever the process count. Validation predictions are gathered
-from every process; the logged training loss and chunking figures are means over processes.
-On CPU with one process the run is deterministic: the same params and data give
+DDP), so a run is consistent whatever the process count. In one CPU process, each step's batch
+is split into shards that run in parallel threads, one per torch intra-op thread
+(`aegir.train.step.ShardedStep`; the same gradient as the whole batch's up to rounding), and
+evaluation predicts in the same threads. Validation predictions are gathered from every
+process; the logged training loss and chunking figures are means over processes. On CPU with
+one process the run is deterministic: the same params, data and thread count give
 byte-identical checkpoint and metrics. Under bf16/fp16 autocast (`mixed_precision` in the
 accelerate config) the recurrences still run in float32 (`aegir.model.ops.float32_op`).
 
@@ -59,6 +62,7 @@ from aegir.model.checkpoint import save_checkpoint
 from aegir.progress import progress as progress_bar
 from aegir.train.resume import TrainingProgress, fingerprint, load_state, restore_snapshot, save_state
 from aegir.train.schedule import learning_rate
+from aegir.train.step import OneThreadWorkers, ShardedStep, whole_batch_step
 
 
 def model_config(params: Params, preset: str) -> AegirConfig:
@@ -89,19 +93,20 @@ def process_shard(indices: list[int], accelerator: Accelerator) -> list[int]:
 
 
 def gathered_predictions(model: torch.nn.Module, examples: list[Example], batch_size: int,
-                         accelerator: Accelerator) -> list[TablePrediction]:
-    """Predictions for every example, each process predicting a shard, gathered to all."""
+                         accelerator: Accelerator, workers: OneThreadWorkers | None = None) -> list[TablePrediction]:
+    """Predictions for every example, each process predicting a shard (in its worker threads,
+    when it has them), gathered to all."""
     shard = list(range(accelerator.process_index, len(examples), accelerator.num_processes))
     local = predict(accelerator.unwrap_model(model), [examples[i] for i in shard], batch_size,
-                    device=accelerator.device)
+                    device=accelerator.device, workers=workers)
     by_index = dict(gather_object(list(zip(shard, local))))
     return [by_index[i] for i in range(len(examples))]
 
 
 def evaluate(model: torch.nn.Module, examples: list[Example], batch_size: int,
-             accelerator: Accelerator) -> dict[str, dict]:
+             accelerator: Accelerator, workers: OneThreadWorkers | None = None) -> dict[str, dict]:
     """CTA/CPA F1 of `model` on `examples`, predictions gathered from every process."""
-    return score(examples, gathered_predictions(model, examples, batch_size, accelerator))
+    return score(examples, gathered_predictions(model, examples, batch_size, accelerator, workers))
 
 
 def training_examples(data_dir: Path, agent: AgentConfig) -> list[Example]:
@@ -132,8 +137,12 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
         total_steps = min(total_steps, cfg.max_steps)
 
     data_print = data_fingerprint(data_dir, SPLITS)
+    # one CPU process: each step's shards, and evaluation, run in parallel threads, one per
+    # intra-op thread torch was given (aegir.train.step); the count changes float rounding, so
+    # it is part of the run
+    threads = torch.get_num_threads() if accelerator.num_processes == 1 and accelerator.device.type == "cpu" else 1
     run_print = fingerprint({"agent": asdict(agent), "phase1": asdict(cfg), "model": asdict(mcfg),
-                             "data": data_print, "processes": accelerator.num_processes})
+                             "data": data_print, "processes": accelerator.num_processes, "workers": threads})
     torch.manual_seed(agent.seed)
     model = AegirModel(mcfg)
     optimizer = make_optimizer(model, cfg)
@@ -150,6 +159,8 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
     live = Live(dir=str(live_dir), resume=progress.step > 0, save_dvc_exp=False, dvcyaml=False) \
         if accelerator.is_main_process else None
 
+    workers = OneThreadWorkers(threads) if threads > 1 else None
+    sharded = ShardedStep(accelerator.unwrap_model(model), workers, accelerator.autocast) if workers else None
     step = progress.step
     bar = progress_bar(total=total_steps, initial=step, desc=f"phase1 {agent_name}", unit="step",
                        disable=not accelerator.is_local_main_process, mininterval=2.0)
@@ -165,10 +176,8 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
             lr = learning_rate(step, total_steps, cfg.lr, cfg.warmup_steps, cfg.min_lr_ratio)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            with accelerator.autocast():
-                output = model(batch)
-                loss, parts = accelerator.unwrap_model(model).loss(batch, output)
-            accelerator.backward(loss)
+            result = sharded(batch) if sharded else whole_batch_step(model, batch, accelerator.backward,
+                                                                     accelerator.autocast)
             accelerator.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
@@ -177,8 +186,8 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
 
             if step % cfg.log_every == 0:
                 # every process's figures, averaged (a collective: all processes take part)
-                stats = output.chunk_stats
-                logged = {"train/loss": loss.detach(), **{f"train/{k}": v for k, v in parts.items()},
+                stats = result.chunk_stats
+                logged = {"train/loss": result.loss.detach(), **{f"train/{k}": v for k, v in result.parts.items()},
                           "chunking/F": stats.F, "chunking/G": stats.G, "chunking/ratio": stats.ratio}
                 means = accelerator.reduce(torch.stack([v.float() for v in logged.values()]), "mean")
                 logged = dict(zip(logged, means.tolist()))
@@ -190,7 +199,7 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
                 bar.set_postfix(loss=f"{logged['train/loss']:.3f}", ratio=f"{logged['chunking/ratio']:.2f}",
                                 refresh=False)
             if cfg.eval_every and step % cfg.eval_every == 0 and step < total_steps:
-                valid = evaluate(model, valid_examples, cfg.eval_batch_size, accelerator)
+                valid = evaluate(model, valid_examples, cfg.eval_batch_size, accelerator, workers)
                 if live is not None:
                     live.step = step
                     for task in ("cta", "cpa"):
@@ -206,7 +215,9 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
             break
     bar.close()
 
-    scores = final_scores(model, agent, data_dir, cfg, accelerator)
+    scores = final_scores(model, agent, data_dir, cfg, accelerator, workers)
+    if workers:
+        workers.close()
     scores["steps"] = step
     scores["train_tables"] = len(train_examples)
     accelerator.wait_for_everyone()
@@ -241,14 +252,14 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
 
 
 def final_scores(model, agent: AgentConfig, data_dir: Path, cfg: Phase1Config,
-                 accelerator: Accelerator) -> dict:
+                 accelerator: Accelerator, workers: OneThreadWorkers | None = None) -> dict:
     """F1 (with supports) on every evaluation split; specialists also on their own domains."""
     metrics: dict = {"cta": {}, "cpa": {}}
     if agent.domains:
         metrics["in_domain"] = {"cta": {}, "cpa": {}}
     for split in EVAL_SPLITS:
         examples = load_examples(data_dir, split)
-        predictions = gathered_predictions(model, examples, cfg.eval_batch_size, accelerator)
+        predictions = gathered_predictions(model, examples, cfg.eval_batch_size, accelerator, workers)
         result = score(examples, predictions)
         for task in ("cta", "cpa"):
             metrics[task][split] = result[task]

@@ -1,0 +1,185 @@
+"""One training step's forward and backward: on the whole batch, or on shards of it in parallel.
+
+* `whole_batch_step`: one forward, the loss, one backward — the reference, and the path for
+  several processes (DDP) and accelerators.
+* `ShardedStep`: the fast path on one CPU process. The batch is cut into shards of about equal
+  bytes, spread over worker threads with one intra-op thread each, so the cores work on
+  independent shards instead of splitting each small op between them. (At d_model 96 the ops
+  are small: on the shared 2-core machine the whole-batch step with two intra-op threads was
+  slower than with one, every op waiting for both threads; README, Benchmarks.)
+
+The loss of the whole batch is not a sum over shards (cross-entropy is a mean over the batch's
+labels; the ratio loss is a function of batch-wide shares), but it is a function of sums over
+shards (`aegir.model.aegir.LossSums`). So: every shard's forward gives its sums; the sums are
+added; the loss's derivatives with respect to the added sums, c = ∂loss/∂sums, are taken once;
+each shard then back-propagates c · sums_shard, whose gradient is that shard's exact share of
+the whole batch's gradient (the chain rule through the sums). Shard gradients are added in a
+fixed order (each worker's in shard order, then the workers' in worker order), so a run is
+deterministic whatever order the threads finish in. The result equals the whole-batch step's
+up to float rounding (tests/test_step.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import torch
+
+from aegir.data.batch import Batch
+from aegir.model.aegir import AegirModel, LossSums
+from aegir.model.chunking import ChunkStats
+
+Autocast = Callable[[], contextlib.AbstractContextManager]
+
+
+@dataclass
+class StepResult:
+    """What the training loop logs of a step: the loss and its parts (detached) and the
+    chunker's F, G and ratio over the batch."""
+
+    loss: torch.Tensor
+    parts: dict[str, torch.Tensor]
+    chunk_stats: ChunkStats
+
+
+def whole_batch_step(model: torch.nn.Module, batch: Batch,
+                     backward: Callable[[torch.Tensor], None] = torch.Tensor.backward,
+                     autocast: Autocast = contextlib.nullcontext) -> StepResult:
+    """Forward the batch, take the loss, back-propagate it with `backward` (e.g. accelerate's,
+    which DDP needs). `model` may be wrapped (DDP); its `.module` or itself is the AegirModel."""
+    aegir: AegirModel = getattr(model, "module", model)
+    with autocast():
+        output = model(batch)
+        loss, parts = aegir.loss(batch, output)
+    backward(loss)
+    return StepResult(loss.detach(), parts, output.chunk_stats)
+
+
+def shard_rows(batch: Batch, shards: int) -> list[torch.Tensor]:
+    """Batch rows in `shards` groups of about equal real bytes (longest table first, each to the
+    lightest group so far; ties to the lower group): a deterministic function of the lengths.
+    Empty groups are dropped. Each group is sorted."""
+    lengths = batch.byte_mask.sum(dim=1).tolist()
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    groups: list[list[int]] = [[] for _ in range(min(shards, len(lengths)))]
+    load = [0] * len(groups)
+    for i in order:
+        g = min(range(len(groups)), key=lambda j: (load[j], j))
+        groups[g].append(i)
+        load[g] += lengths[i]
+    return [torch.tensor(sorted(g), dtype=torch.long) for g in groups if g]
+
+
+def trimmed(batch: Batch) -> Batch:
+    """The batch without padding that no row uses: bytes past the longest row, columns past the
+    widest table."""
+    T = max(1, int(batch.byte_mask.sum(dim=1).max()))
+    C = max(1, int(batch.column_mask.sum(dim=1).max()))
+    return Batch(byte_ids=batch.byte_ids[:, :T], byte_mask=batch.byte_mask[:, :T],
+                 column_spans=batch.column_spans[:, :C], column_mask=batch.column_mask[:, :C],
+                 cta_labels=batch.cta_labels[:, :C], cpa_labels=batch.cpa_labels[:, :C])
+
+
+class OneThreadWorkers:
+    """`count` threads that each run torch with one intra-op thread; the creating thread keeps
+    its own setting. `map` runs a function over items in them and returns the results in order.
+
+    torch.set_num_threads sets the calling thread's OpenMP/MKL thread count and the default a
+    thread takes when it first runs a torch op; each worker sets its own, then the creator's
+    default is put back. The barrier makes every worker exist (and so run its initializer) first.
+    """
+
+    def __init__(self, count: int):
+        if count < 1:
+            raise ValueError(f"OneThreadWorkers: count must be ≥ 1, got {count}")
+        self.count = count
+        threads = torch.get_num_threads()
+        self._pool = ThreadPoolExecutor(max_workers=count, thread_name_prefix="aegir-worker",
+                                        initializer=torch.set_num_threads, initargs=(1,))
+        started = threading.Barrier(count)
+        for future in [self._pool.submit(started.wait) for _ in range(count)]:
+            future.result()
+        torch.set_num_threads(threads)
+
+    def map(self, fn: Callable, items) -> list:
+        return list(self._pool.map(fn, items))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> "OneThreadWorkers":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class ShardedStep:
+    """Forward and backward of a batch as shards, spread over worker threads (module docstring).
+
+    The batch is cut into shards of at most about `shard_bytes` real bytes each (at least one
+    per worker, a multiple of the worker count); worker w takes shards w, w + workers, … one after
+    the other. The default gives one shard of 8 tables per worker at Phase 1's batch of 16 × 1 KiB
+    and bounds the shards' tensors for larger batches (elementwise ops at d_model 96 are bound by
+    memory bandwidth: in one thread, 4 micro-batches of 4 tables took ~20 % less CPU time than 16
+    tables at once; with two workers on the shared machine, shards of 4 tables measured the same
+    as shards of 8). Calling it on a batch sets (or adds to) every parameter's `.grad`, like
+    `loss.backward()`. Only for one process on CPU: the gradients do not pass through DDP's hooks.
+    Refuses a model with active dropout, whose random draws would depend on the threads' timing.
+    """
+
+    def __init__(self, model: AegirModel, workers: OneThreadWorkers, autocast: Autocast = contextlib.nullcontext,
+                 shard_bytes: int = 8192):
+        if shard_bytes < 1:
+            raise ValueError(f"ShardedStep: shard_bytes must be ≥ 1, got {shard_bytes}")
+        self.model, self.workers, self.autocast, self.shard_bytes = model, workers, autocast, shard_bytes
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self._has_dropout = any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
+
+    def _forward(self, shard: Batch) -> LossSums:
+        with self.autocast():
+            return self.model.loss_sums(shard, self.model(shard))
+
+    def _gradients(self, shard_sums: list[LossSums], weights: LossSums) -> list[torch.Tensor | None]:
+        """Σ over these shards (in order) of the gradient of Σ weight · sum of their sums."""
+        total: list[torch.Tensor | None] = [None] * len(self.params)
+        for sums in shard_sums:
+            surrogate = sum(w * x for w, x in zip(weights.tensors(), sums.tensors()) if x.requires_grad)
+            grads = torch.autograd.grad(surrogate, self.params, allow_unused=True)
+            total = [g if t is None else t if g is None else t + g for t, g in zip(total, grads)]
+        return total
+
+    def __call__(self, batch: Batch) -> StepResult:
+        if self.model.training and self._has_dropout:
+            raise RuntimeError("ShardedStep: dropout > 0 would draw random numbers in racing threads; "
+                               "train with the whole-batch step")
+        workers = self.workers.count
+        rounds = max(1, -(-int(batch.byte_mask.sum()) // (self.shard_bytes * workers)))
+        shards = [trimmed(batch.select(rows)) for rows in shard_rows(batch, workers * rounds)]
+        queues = [list(range(w, len(shards), workers)) for w in range(min(workers, len(shards)))]
+        shard_sums: list[LossSums] = [None] * len(shards)  # type: ignore[list-item]
+        for queue, sums in zip(queues, self.workers.map(lambda q: [self._forward(shards[i]) for i in q], queues)):
+            for i, s in zip(queue, sums):
+                shard_sums[i] = s
+        total = shard_sums[0]
+        for sums in shard_sums[1:]:
+            total = total + sums
+        # ∂loss/∂sums at the whole batch's sums: a tiny graph over the seven scalars
+        leaves = LossSums(*(x.detach().requires_grad_(x.is_floating_point()) for x in total.tensors()))
+        loss, parts = self.model.loss_of_sums(leaves)
+        floating = [x for x in leaves.tensors() if x.requires_grad]
+        slopes = iter(torch.autograd.grad(loss, floating))
+        weights = LossSums(*(next(slopes) if x.requires_grad else torch.zeros(()) for x in leaves.tensors()))
+        worker_grads = self.workers.map(lambda q: self._gradients([shard_sums[i] for i in q], weights), queues)
+        for i, p in enumerate(self.params):
+            g = None
+            for grads in worker_grads:  # in worker order, whichever thread finished first
+                if grads[i] is not None:
+                    g = grads[i] if g is None else g + grads[i]
+            if g is not None:
+                p.grad = g if p.grad is None else p.grad + g
+        return StepResult(loss.detach(), parts, total.chunk_stats())

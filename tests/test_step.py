@@ -1,0 +1,138 @@
+"""The sharded training step against the whole-batch step; the loss as sums over shards.
+
+Tolerances: relative errors (‖sharded − whole‖ / ‖whole‖) of 1e-5 on the loss and 1e-4 on each
+parameter's gradient in float32 (shards change only the order of float sums).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from aegir.config import SyntheticConfig
+from aegir.data.batch import Batch
+from aegir.data.dataset import collate, examples_from_tables
+from aegir.data.synth import generate_table
+from aegir.model.aegir import AegirModel, preset
+from aegir.eval.predict import predict
+from aegir.train.step import OneThreadWorkers, ShardedStep, shard_rows, trimmed, whole_batch_step
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def synthetic_batch(n: int, budget: int = 256) -> Batch:
+    """n embedded-benchmark training tables with their labels, as `prepare` serializes them."""
+    tables = [generate_table(SyntheticConfig(), "train", i) for i in range(n)]
+    return collate(examples_from_tables(tables, budget, 8, 0, Path("synthetic")))
+
+
+def tiny_trained_model(seed: int = 0) -> AegirModel:
+    torch.manual_seed(seed)
+    model = AegirModel(preset("tiny"))
+    for p in model.parameters():  # zero-initialised projections would hide whole paths
+        if (p == 0).all():
+            torch.nn.init.normal_(p, std=0.1)
+    return model
+
+
+def rel_err(x: torch.Tensor, y: torch.Tensor) -> float:
+    return ((x - y).norm() / y.norm().clamp(min=1e-30)).item()
+
+
+def grads_of(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    return grads
+
+
+@pytest.mark.parametrize("workers,shard_bytes", [(2, 4096), (3, 4096), (2, 300)])
+def test_sharded_step_equals_whole_batch_step(workers, shard_bytes):
+    """One shard per worker, and (300 bytes) three shards per worker taken in turn."""
+    model, batch = tiny_trained_model(), synthetic_batch(7)
+    whole = whole_batch_step(model, batch)
+    whole_grads = grads_of(model)
+    with OneThreadWorkers(workers) as threads:
+        sharded = ShardedStep(model, threads, shard_bytes=shard_bytes)(batch)
+    sharded_grads = grads_of(model)
+    assert rel_err(sharded.loss, whole.loss) < 1e-5
+    for name in whole.parts:
+        assert rel_err(sharded.parts[name], whole.parts[name]) < 1e-5, name
+    for name in ("F", "G", "ratio"):
+        assert rel_err(getattr(sharded.chunk_stats, name), getattr(whole.chunk_stats, name)) < 1e-5, name
+    for name, g in whole_grads.items():
+        assert g.abs().sum() > 0, name
+        assert rel_err(sharded_grads[name], g) < 1e-4, name
+
+
+def test_sharded_step_is_deterministic_and_accumulates_like_backward():
+    model, batch = tiny_trained_model(), synthetic_batch(6)
+    with OneThreadWorkers(2) as threads:
+        step = ShardedStep(model, threads, shard_bytes=400)
+        step(batch)
+        first = grads_of(model)
+        step(batch)
+        second = {n: p.grad.clone() for n, p in model.named_parameters()}
+        step(batch)  # onto the existing gradients, as loss.backward() adds
+    for name, g in first.items():
+        assert torch.equal(second[name], g), name
+        assert torch.allclose(dict(model.named_parameters())[name].grad, 2 * g, rtol=1e-5, atol=1e-9), name
+
+
+def test_shards_cover_every_row_once_with_balanced_bytes():
+    batch = synthetic_batch(9)
+    lengths = batch.byte_mask.sum(1)
+    shards = shard_rows(batch, 2)
+    assert sorted(torch.cat(shards).tolist()) == list(range(9))
+    loads = [int(lengths[rows].sum()) for rows in shards]
+    assert max(loads) - min(loads) <= int(lengths.max())
+    assert len(shard_rows(batch, 20)) == 9  # never an empty shard
+
+
+def test_trimmed_drops_only_padding():
+    batch = synthetic_batch(5, budget=2048)  # whole tables: lengths differ
+    short = batch.select(torch.tensor([int(batch.byte_mask.sum(1).argmin())]))
+    cut = trimmed(short)
+    assert cut.byte_ids.shape[1] == int(short.byte_mask.sum()) < short.byte_ids.shape[1]
+    assert cut.byte_mask.all() and cut.column_mask.all()
+    assert torch.equal(cut.cta_labels, short.cta_labels[:, :cut.cta_labels.shape[1]])
+
+
+def test_sharded_step_refuses_dropout():
+    torch.manual_seed(0)
+    model = AegirModel(preset("tiny", dropout=0.1))
+    with OneThreadWorkers(2) as threads, pytest.raises(RuntimeError, match="dropout"):
+        ShardedStep(model, threads)(synthetic_batch(4))
+
+
+def test_loss_is_the_sum_formula_and_shard_sums_add_up():
+    model, batch = tiny_trained_model(), synthetic_batch(6)
+    output = model(batch)
+    loss, parts = model.loss(batch, output)
+    sums = model.loss_sums(batch, output)
+    # the documented loss: mean CE per task + weight · the ratio loss of the whole batch
+    assert torch.equal(parts["ratio"], output.ratio_loss.detach())
+    assert loss.item() == (parts["cta"] + parts["cpa"] + model.config.ratio_loss_weight * parts["ratio"]).item()
+    halves = [batch.select(torch.arange(0, 3)), batch.select(torch.arange(3, 6))]
+    added = model.loss_sums(halves[0], model(halves[0])) + model.loss_sums(halves[1], model(halves[1]))
+    for a, b in zip(added.tensors(), sums.tensors()):
+        assert rel_err(a.detach().double(), b.detach().double()) < 1e-6
+    assert added.cta_count == sums.cta_count > 0 and added.real_bytes == batch.byte_mask.sum()
+
+
+def test_workers_keep_the_callers_thread_count_and_predict_in_order():
+    model = tiny_trained_model()
+    tables = [generate_table(SyntheticConfig(), "valid", i) for i in range(7)]
+    examples = examples_from_tables(tables, 256, 8, 0, Path("synthetic"))
+    alone = predict(model, examples, batch_size=3)
+    before = torch.get_num_threads()
+    with OneThreadWorkers(3) as threads:
+        assert torch.get_num_threads() == before
+        assert threads.map(lambda _: torch.get_num_threads(), range(3)) == [1, 1, 1]
+        shared = predict(model, examples, batch_size=3, workers=threads)
+    assert [p.table_id for p in shared] == [e.table_id for e in examples]
+    for a, b in zip(shared, alone):
+        assert (a.cta_ids == b.cta_ids).all() and (a.cpa_ids == b.cpa_ids).all()
+        assert abs(a.cta_probs - b.cta_probs).max() < 1e-5
+    assert model.training
