@@ -6,8 +6,10 @@ import gzip
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -79,6 +81,22 @@ def make_project_copy(dest: Path, override: dict) -> Path:
     run_tool(dest, "git", "add", "-A")
     run_tool(dest, "git", "commit", "-q", "-m", "init")
     return dest
+
+
+def kill_at_saved_step(cmd: list[str], cwd: Path, env: dict[str, str], state: Path, step: int,
+                       timeout: float = 600) -> None:
+    """Start `cmd` in its own session and SIGKILL it (and its children) as soon as the training
+    state file `state` records at least `step` steps; fail if it finished first."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        if state.is_file() and json.loads(state.read_text())["step"] >= step:
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, f"{' '.join(cmd)} finished before it could be killed"
 
 
 @pytest.fixture

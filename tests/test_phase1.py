@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +14,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from conftest import BIN, ROOT, TINY_PARAMS_OVERRIDE, deep_update, tool_env
+from conftest import BIN, ROOT, TINY_PARAMS_OVERRIDE, deep_update, kill_at_saved_step, tool_env
 
 pytestmark = pytest.mark.e2e
 
@@ -75,17 +72,8 @@ def test_same_seed_gives_byte_identical_checkpoint_and_metrics(tiny_setup):
 def test_killed_run_resumes_to_the_same_result(tiny_setup):
     if not (tiny_setup / "a/model/model.safetensors").exists():
         run_phase1(tiny_setup, "a")
-    proc = subprocess.Popen([sys.executable, *phase1_cmd("killed")], cwd=tiny_setup, env=tool_env(ROOT),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    state = tiny_setup / "killed/state/state.json"
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        if state.is_file() and json.loads(state.read_text())["step"] >= 2:
-            os.killpg(proc.pid, signal.SIGKILL)
-            break
-        time.sleep(0.05)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    kill_at_saved_step([sys.executable, *phase1_cmd("killed")], tiny_setup, tool_env(ROOT),
+                       tiny_setup / "killed/state/state.json", 2)
     assert not (tiny_setup / "killed/model/model.safetensors").exists()
     shutil.rmtree(tiny_setup / "killed/metrics")  # as Snakemake deletes a killed job's outputs
     resumed = run_phase1(tiny_setup, "killed")

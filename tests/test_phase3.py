@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import ROOT, TINY_PARAMS_OVERRIDE, deep_update, tool_env
+from conftest import ROOT, TINY_PARAMS_OVERRIDE, deep_update, kill_at_saved_step, tool_env
 
 pytestmark = pytest.mark.e2e
 
 OUTPUTS = ("model/model.safetensors", "model/config.json", "model/control/model.safetensors",
            "metrics/metrics.json", "metrics/scores.json", "metrics/report.json",
-           "metrics/live/fused/metrics.json", "metrics/live/fused/plots/metrics/reward/reward.tsv")
+           "metrics/live/fused/metrics.json", "metrics/live/fused/plots/metrics/reward/reward.tsv",
+           "metrics/curves.png")
 
 
 def run_module(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -82,6 +80,8 @@ def test_two_runs_are_byte_identical_and_report_every_variant(tiny_phase1):
     assert set(report["specialists_beat_primary"]) == {"primary", "places", "media"}
     survival = report["state_survival"]["share_by_layer_and_column"]
     assert len(survival) == 1 and all(0.0 <= x <= 1.0 + 1e-6 for x in survival[0])
+    png = (tiny_phase1 / "a/metrics/curves.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
     timing = json.loads((tiny_phase1 / "a/metrics/timing.json").read_text())
     assert timing["runs"]["fused"]["steps"] == TINY_PARAMS_OVERRIDE["phase3"]["steps"]
     assert timing["wall_seconds"] > 0
@@ -101,17 +101,8 @@ def test_two_runs_are_byte_identical_and_report_every_variant(tiny_phase1):
 def test_killed_run_resumes_to_the_same_result(tiny_phase1):
     if not (tiny_phase1 / "a/model/model.safetensors").exists():
         run_module(tiny_phase1, *phase3_args("a"))
-    proc = subprocess.Popen([sys.executable, "-m", *phase3_args("killed")], cwd=tiny_phase1, env=tool_env(ROOT),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    state = tiny_phase1 / "killed/state/fused/state.json"
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        if state.is_file() and json.loads(state.read_text())["step"] >= 2:
-            os.killpg(proc.pid, signal.SIGKILL)
-            break
-        time.sleep(0.05)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    kill_at_saved_step([sys.executable, "-m", *phase3_args("killed")], tiny_phase1, tool_env(ROOT),
+                       tiny_phase1 / "killed/state/fused/state.json", 2)
     assert not (tiny_phase1 / "killed/model").exists()
     resumed = run_module(tiny_phase1, *phase3_args("killed"))
     assert "resuming phase3 fused at step" in resumed.stdout + resumed.stderr

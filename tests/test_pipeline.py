@@ -8,18 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from aegir.pipeline import dvc_stages
-from conftest import deep_update, make_project_copy, run_tool, tool_env
+from conftest import deep_update, kill_at_saved_step, make_project_copy, run_tool, tool_env
 
 pytestmark = pytest.mark.e2e
 
@@ -73,7 +69,8 @@ def test_repro_writes_prepared_data_and_baseline_metrics(project):
     scores = json.loads((project / "results/baselines/scores.json").read_text())
     baselines = json.loads((project / "results/baselines/metrics.json").read_text())
     for task in ("cta", "cpa"):
-        assert set(baselines[task]) == {"valid", "test", "corner_cases", "missing_values", "format_heterogeneity"}
+        assert set(baselines[task]) == {"valid", "test", "corner_cases", "missing_values", "format_heterogeneity",
+                                        "real"}
         assert 0 < baselines[task]["test"]["micro"] <= 100
         assert baselines[task]["test"]["micro"] == round(scores[task]["test"]["micro_f1"], 2)
         assert scores[task]["test"]["support"] > 0 and "train" in scores[task]
@@ -84,16 +81,23 @@ def test_metrics_show_only_headline_figures(project):
     per-label counts, supports and the reward report's detail stay out of it."""
     shown = json.loads(run_tool(project, "dvc", "metrics", "show", "--json").stdout)
     data = {path: entry["data"] for rev in shown.values() for path, entry in rev["data"].items()}
+    phase3 = {"results/phase3/metrics.json", "results/phase3/timing.json"}
     assert set(data) == {"results/prepare/metrics.json", "results/baselines/metrics.json",
-                         "results/phase2/metrics.json"} | {f"results/phase1/{a}/{f}.json" for a in
-                                                           ("primary", "places", "media") for f in ("metrics", "timing")}
+                         "results/phase2/metrics.json", *phase3} | {f"results/phase1/{a}/{f}.json" for a in
+                                                                    ("primary", "places", "media") for f in ("metrics", "timing")}
     assert data["results/phase2/metrics.json"]["checks"] == 21 and data["results/phase2/metrics.json"]["failed"] == 0
     assert data["results/phase1/primary/timing.json"]["wall_seconds"] > 0
+    assert set(data["results/phase3/metrics.json"]) == {"phase1", "control", "fused", "routing"}
 
     def leaves(tree):
         return sum(leaves(v) for v in tree.values()) if isinstance(tree, dict) else 1
 
-    assert sum(leaves(d) for d in data.values()) < 120  # the first dvc.yaml showed about 450
+    # the first dvc.yaml showed about 450 figures before Phase 3 existed
+    assert sum(leaves(d) for path, d in data.items() if path not in phase3) < 130
+    # Phase 3: micro/macro per split and task of three models, activation rates (overall and
+    # per domain of the 17), wall clock: nothing per label, no supports
+    domains = len(data["results/phase3/metrics.json"]["routing"]["activation_rate_by_domain"])
+    assert leaves(data["results/phase3/metrics.json"]) == 3 * 2 * 6 * 2 + 3 + 3 * domains
 
 
 def test_status_clean_after_repro(project):
@@ -147,17 +151,8 @@ def test_snakemake_runs_the_same_dag_with_the_same_outputs_and_resumes_a_killed_
     # kill Snakemake (and its job) with SIGKILL once the primary has saved a training state
     profile = ["--profile", "workflow/profiles/local", "--cores", "2"]
     run_tool(snake, "snakemake", *profile, "prepare")
-    job = subprocess.Popen(["snakemake", *profile, "phase1_primary"], cwd=snake, env=tool_env(snake),
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    state = snake / "state/phase1/primary/state.json"
-    deadline = time.time() + 600
-    while time.time() < deadline and job.poll() is None:
-        if state.is_file() and json.loads(state.read_text())["step"] >= 3:
-            os.killpg(job.pid, signal.SIGKILL)
-            break
-        time.sleep(0.05)
-    job.wait()
-    assert job.returncode == -signal.SIGKILL, "the job finished before it could be killed"
+    kill_at_saved_step(["snakemake", *profile, "phase1_primary"], snake, tool_env(snake),
+                       snake / "state/phase1/primary/state.json", 3)
     assert not (snake / "models/phase1/primary/model.safetensors").exists()
 
     run_tool(snake, "snakemake", "--unlock")  # the killed run's lock
@@ -185,12 +180,20 @@ def test_exp_run_on_lambda_reruns_phase2_not_phase1(project):
     assert report["lambda"]["schedule"]["p000"]["lambda1"] == 0.2  # λ1 at the start of training
     curve = (project / "results/phase3/live/fused/plots/metrics/lambda/lambda1.tsv").read_text().splitlines()
     assert float(curve[1].split("\t")[1]) == pytest.approx(0.2)  # Phase 3 trained with the new λ1
-    # `--only-changed` shows what the experiment moved: λ1 and the rewards at the early points
+    # the metrics that moved: Phase 2's rewards and Phase 3's figures, nothing of earlier stages
+    diff = json.loads(run_tool(project, "dvc", "metrics", "diff", "--json", "HEAD").stdout)
+    moved = {path for path, entries in diff.get("diff", diff).items() if entries}
+    assert moved <= {"results/phase2/metrics.json", "results/phase3/metrics.json", "results/phase3/timing.json"}
+    assert "results/phase2/metrics.json" in moved and "results/phase3/metrics.json" in moved, moved
+    # `--only-changed` shows what the experiment moved; beside Phase 3's own figures (F1 per
+    # split of the retrained models, routing, wall clock) that is λ1 and the early rewards
     shown = run_tool(project, "dvc", "exp", "show", "--only-changed", "--csv").stdout
     header = shown.splitlines()[0].split(",")
     changed = [c for c in header if c not in ("Experiment", "rev", "typ", "Created", "parent", "State", "Executor")]
-    assert "lambda.early" in changed and "reward.p000" in changed, header
-    assert len(changed) <= 6, header  # fits a terminal
+    phase3_columns = ("fused.", "control.", "routing.", "runs.", "stage_seconds_per_table.", "torch_threads")
+    rest = [c for c in changed if not c.startswith(phase3_columns) and "phase3" not in c]
+    assert "lambda.early" in rest and "reward.p000" in rest, header
+    assert len(rest) <= 6, header  # fits a terminal
 
 
 def test_exp_run_on_a_baseline_param_reruns_only_baselines(project):

@@ -30,7 +30,9 @@ Outputs:
               statistics, critical steps), report.json (specialist slices where each beats
               the primary, state survival, settings), timing.json (DVC metrics: wall clock
               of the stage, of each run and of each stage of the routed forward — the only
-              output a rerun does not reproduce), live/fused and live/control (DVCLive)
+              output a rerun does not reproduce), curves.png (rewards, routing, PPO
+              diagnostics, validation F1 of fused vs control), live/fused and live/control
+              (DVCLive curves)
   --state     resume state of each run
 """
 
@@ -54,6 +56,7 @@ from aegir.config import EVAL_SPLITS, SPLITS, TRAIN_SPLIT, Params, Phase3Config,
 from aegir.data.dataset import Example, collate, eval_batches, length_grouped_batches, load_examples
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.errors import AegirError, DataError, check_config
+from aegir.eval.curves import phase3_curves_png
 from aegir.eval.metrics import headline
 from aegir.eval.predict import TablePrediction, predict, score, table_predictions
 from aegir.eval.routing import routing_stats, slice_scores, slices_beaten
@@ -444,6 +447,8 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
         atomic.write_json(metrics_dir / "report.json", report)
         atomic.write_json(metrics_dir / "timing.json", timing)
         atomic.write_json(metrics_dir / "metrics.json", headline_metrics(scores))
+        atomic.write_bytes(metrics_dir / "curves.png", phase3_curves_png(
+            metrics_dir / "live" / "fused", metrics_dir / "live" / "control", fused.specialist_names))
     return scores
 
 
