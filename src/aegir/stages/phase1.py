@@ -62,7 +62,7 @@ from aegir.model.checkpoint import save_checkpoint
 from aegir.progress import progress as progress_bar
 from aegir.train.resume import TrainingProgress, fingerprint, load_state, restore_snapshot, save_state
 from aegir.train.schedule import learning_rate
-from aegir.train.step import OneThreadWorkers, ShardedStep, whole_batch_step
+from aegir.train.step import OneThreadWorkers, ShardedStep, process_shard, whole_batch_step
 
 
 def model_config(params: Params, preset: str) -> AegirConfig:
@@ -82,14 +82,6 @@ def make_optimizer(model: torch.nn.Module, cfg: Phase1Config) -> torch.optim.Ada
         (decay if param.dim() >= 2 and "embed" not in name else no_decay).append(param)
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.98), eps=1e-8)
-
-
-def process_shard(indices: list[int], accelerator: Accelerator) -> list[int]:
-    """This process's share of a global batch (every process gets at least one table)."""
-    world, rank = accelerator.num_processes, accelerator.process_index
-    if len(indices) < world:
-        indices = (indices * world)[:world]
-    return indices[rank::world]
 
 
 def gathered_predictions(model: torch.nn.Module, examples: list[Example], batch_size: int,

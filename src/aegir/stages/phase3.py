@@ -78,6 +78,7 @@ from aegir.swarm.orchestrator import (
 from aegir.swarm.specialist import checkpoint_fingerprint, load_agents
 from aegir.train.resume import TrainingProgress, fingerprint, load_state, restore_snapshot, save_state
 from aegir.train.schedule import learning_rate
+from aegir.train.step import process_shard
 
 
 # ----------------------------------------------------------------------------- training
@@ -114,14 +115,6 @@ def average_gradients(params: list[torch.nn.Parameter], accelerator: Accelerator
 def step_generator(seed: int, step: int, process: int) -> torch.Generator:
     """The one source of randomness of a step: resuming at step n replays it exactly."""
     return torch.Generator().manual_seed(((seed * 1_000_003) + step) * 64 + process)
-
-
-def process_rows(indices: list[int], accelerator: Accelerator) -> list[int]:
-    """This process's share of a global batch."""
-    world, rank = accelerator.num_processes, accelerator.process_index
-    if len(indices) < world:
-        indices = (indices * world)[:world]
-    return indices[rank::world]
 
 
 class WindowMeans:
@@ -179,7 +172,7 @@ def train_run(orch: SwarmOrchestrator, run: str, params: Params, train: list[Exa
         if epoch not in epoch_batches:
             epoch_batches.clear()
             epoch_batches[epoch] = length_grouped_batches(train, cfg.batch_size, cfg.seed, epoch)
-        rows = process_rows(epoch_batches[epoch][index], accelerator)
+        rows = process_shard(epoch_batches[epoch][index], accelerator)
         batch = collate([train[i] for i in rows]).to(accelerator.device)
 
         frac = step / max(1, cfg.steps - 1)
@@ -221,6 +214,9 @@ def train_run(orch: SwarmOrchestrator, run: str, params: Params, train: list[Exa
             logged.update({f"routing/activation_rate/{name}": float(mask[:, s].mean())
                            for s, name in enumerate(orch.specialist_names)})
             logged["routing/gate_mean"] = float(rollouts.decision.scores.mean())
+        if accelerator.num_processes > 1:  # every process's figures, averaged (a collective)
+            means = accelerator.reduce(torch.tensor(list(logged.values()), device=accelerator.device), "mean")
+            logged = dict(zip(logged, means.tolist()))
         window.add(logged)
         done = step + 1
         if live is not None and done % cfg.log_every == 0:

@@ -183,3 +183,12 @@ class ShardedStep:
             if g is not None:
                 p.grad = g if p.grad is None else p.grad + g
         return StepResult(loss.detach(), parts, total.chunk_stats())
+
+
+def process_shard(indices: list[int], accelerator) -> list[int]:
+    """This process's share of a global batch of table indices, under accelerate (every
+    process gets at least one table; one process gets them all)."""
+    world, rank = accelerator.num_processes, accelerator.process_index
+    if len(indices) < world:
+        indices = (indices * world)[:world]
+    return indices[rank::world]
