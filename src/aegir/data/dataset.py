@@ -84,11 +84,11 @@ def examples_from_arrow(arrow: pa.Table, where: Path, domains: Sequence[str] = (
 
 
 def examples_from_tables(tables: Sequence[Table], byte_budget: int, max_rows: int, seed: int,
-                         where: Path) -> list[Example]:
+                         where: Path, compact: bool = False, compact_cell_bytes: int = 0) -> list[Example]:
     """Serialize tables the way `prepare` does and make examples of them (evaluate, annotate)."""
     out = []
     for table in tables:
-        serialized = serialize_table(table, byte_budget, max_rows, seed)
+        serialized = serialize_table(table, byte_budget, max_rows, seed, compact, compact_cell_bytes)
         out.append(make_example(table.table_id, table.domain, serialized.data, serialized.column_spans,
                                 table.cta, table.cpa, where))
     return out

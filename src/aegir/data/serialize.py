@@ -29,6 +29,17 @@ go unused that way). A budget below one byte per column (no room for the COLUMN_
 `ByteBudgetError`. With byte_budget ≥ 5·C every column whose first cell is non-empty keeps at
 least one whole character of it (a UTF-8 character has at most 4 bytes).
 
+Compact columns (`compact=True`). A column whose cells do not all fit its share is written
+compact instead: its missing cells (None or a missing-value token such as "N/A", "-",
+"null"; `is_missing_text`) and its repeats of an earlier cell are dropped, the rest kept in
+row order. Its demand shrinks to the compact cells' bytes, so the shares are computed again,
+and the bytes it frees go to the other columns; this repeats until no column that is written
+whole overflows (at most C rounds: a smaller demand never shrinks another column's share).
+Columns that fit are written exactly as without `compact`, so a table that fits its budget
+gives the same bytes either way. A compact column's k-th cell is no longer the k-th row's,
+but it spends its bytes on what tells its type: distinct values, not blanks and repeats
+("Yes|Yes|Yes|No" → "Yes|No", "N/A|-|4.5|N/A|4.7" → "4.5|4.7").
+
 Rows. A table with more than `max_rows` rows keeps `max_rows` of them, the same rows for
 every column, in their original order. The choice is a pure function of (seed, table_id,
 number of rows): each row gets a BLAKE2b key of (seed, table_id, row index) and the rows with
@@ -51,6 +62,9 @@ CELL_SEP = 0x1F  # ASCII unit separator, between two cells of a column
 COLUMN_SEP = 0x1E  # ASCII record separator, after every column (the last one included)
 RESERVED_BYTES = frozenset({CELL_SEP, COLUMN_SEP})  # stripped from cell text
 
+# Whole-cell texts (after strip, case-folded) that mean "no value" on the web.
+MISSING_CELL_TEXTS = frozenset({"", "n/a", "na", "-", "--", "—", "–", "null", "none", "nan", "nil", "?"})
+
 PAD_ID = 256  # padding after the end of a stream
 BOS_ID = 257  # start of a table, prepended by the dataset
 BYTE_VOCAB_SIZE = 258
@@ -69,7 +83,8 @@ class SerializedTable:
     data:         the stream (layout in the module docstring), len(data) <= byte_budget
     column_spans: per column, [start, end) of its cell bytes; data[end] == COLUMN_SEP
     rows:         the table rows kept (sorted row indices), the same for every column; a
-                  column may hold fewer of them when its byte share ran out
+                  column may hold fewer of them when its byte share ran out (and, written
+                  compact, only those with distinct non-missing cells)
     """
 
     data: bytes
@@ -91,6 +106,51 @@ def sample_rows(num_rows: int, max_rows: int, seed: int, table_id: str) -> tuple
         return h.digest()
 
     return tuple(sorted(heapq.nsmallest(max_rows, range(num_rows), key=key)))
+
+
+def is_missing_text(cell: str | None) -> bool:
+    """None, empty, or a missing-value token (`MISSING_CELL_TEXTS`)."""
+    return cell is None or cell.strip().casefold() in MISSING_CELL_TEXTS
+
+
+def compact_cells(cells: list[bytes], missing: list[bool], cell_limit: int = 0) -> list[bytes]:
+    """A column's cells without its missing ones and without repeats, in row order, each cut
+    to at most `cell_limit` bytes at a character boundary (0: uncut)."""
+    seen: set[bytes] = set()
+    kept = []
+    for cell, absent in zip(cells, missing):
+        if absent:
+            continue
+        if cell_limit:
+            cell = cut_utf8(cell, cell_limit)
+        if cell not in seen:
+            seen.add(cell)
+            kept.append(cell)
+    return kept
+
+
+def column_demand(cells: list[bytes]) -> int:
+    """Bytes of a column's cells with the CELL_SEPs between them."""
+    return sum(map(len, cells)) + max(len(cells) - 1, 0)
+
+
+def compact_shares(full: list[list[bytes]], compact: list[list[bytes]], capacity: int) -> tuple[list[int], list[bool]]:
+    """(shares, compacted): which columns are written compact and the bytes each gets.
+
+    A column is compacted when its full cells overflow the share it gets; shares are then
+    recomputed with its smaller demand, until no full column overflows.
+    """
+    compacted = [False] * len(full)
+    full_demands = [column_demand(cells) for cells in full]
+    compact_demands = [column_demand(cells) for cells in compact]
+    while True:
+        demands = [compact_demands[c] if compacted[c] else full_demands[c] for c in range(len(full))]
+        shares = fair_shares(demands, capacity)
+        overflowing = [c for c in range(len(full)) if not compacted[c] and shares[c] < full_demands[c]]
+        if not overflowing:
+            return shares, compacted
+        for c in overflowing:
+            compacted[c] = True
 
 
 def cell_bytes(cell: str | None, limit: int) -> bytes:
@@ -172,18 +232,26 @@ def fill_column(cells: list[bytes], share: int) -> list[bytes]:
     return kept
 
 
-def serialize_table(table: Table, byte_budget: int, max_rows: int, seed: int) -> SerializedTable:
-    """`table` as one byte stream of at most `byte_budget` bytes (see the module docstring)."""
+def serialize_table(table: Table, byte_budget: int, max_rows: int, seed: int,
+                    compact: bool = False, compact_cell_bytes: int = 0) -> SerializedTable:
+    """`table` as one byte stream of at most `byte_budget` bytes (see the module docstring);
+    with `compact`, columns that overflow their share drop missing and repeated cells first
+    and cut each cell to `compact_cell_bytes` (0: no cut)."""
     num_columns = table.num_columns
     if byte_budget < num_columns:
         raise ByteBudgetError(f"table {table.table_id}: byte budget {byte_budget} is too small for "
                               f"{num_columns} columns (each needs at least its COLUMN_SEP byte)")
     rows = sample_rows(table.num_rows, max_rows, seed, table.table_id)
     limit = max(byte_budget, 0)
-    cells = [[cell_bytes(column[r] if r < len(column) else None, limit) for r in rows]
-             for column in table.columns]
-    demands = [sum(map(len, column)) + max(len(column) - 1, 0) for column in cells]
-    shares = fair_shares(demands, byte_budget - num_columns)
+    texts = [[column[r] if r < len(column) else None for r in rows] for column in table.columns]
+    cells = [[cell_bytes(text, limit) for text in column] for column in texts]
+    if compact:
+        short = [compact_cells(column, [is_missing_text(t) for t in column_texts], compact_cell_bytes)
+                 for column, column_texts in zip(cells, texts)]
+        shares, compacted = compact_shares(cells, short, byte_budget - num_columns)
+        cells = [short[c] if compacted[c] else cells[c] for c in range(num_columns)]
+    else:
+        shares = fair_shares([column_demand(column) for column in cells], byte_budget - num_columns)
 
     out = bytearray()
     spans = []

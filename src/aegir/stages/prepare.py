@@ -1,9 +1,15 @@
 """Stage `prepare`: tables (embedded benchmark or a SOTAB V2 directory) → byte streams.
 
 The configured source gives the splits of `aegir.config.SOURCE_SPLITS`; the evaluation-only
-split `real` (real tables from pip-package data, `aegir.data.real`) is added whatever the
-source, serialized with the same params, so that every model and baseline is also scored on
-real tables. With `source: sotab` it is added too: it is independent of the training data.
+splits are added whatever the source, serialized with the same params: `real` (real tables
+from pip-package data, `aegir.data.real`), so that every model and baseline is also scored on
+real tables, and `wide` (synthetic tables of 15–40 columns, `aegir.data.synth.generate_wide`),
+where the shared byte budget leaves each column little. Both are independent of the training
+data, so they are added with `source: sotab` too.
+
+With `prepare.train_views` > 1 the `train` split also holds shuffled views of every training
+table (rows and non-subject columns reordered, a few cells blanked: `aegir.data.augment`), so
+that epochs over it show a model other cells of the same tables; no other split has views.
 
 Writes `data/prepared/<split>.parquet` (one row per table; schema in `PREPARED_SCHEMA`),
 `results/prepare/stats.json` (the detail: tables, columns and byte-length percentiles per
@@ -29,7 +35,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from aegir import atomic
-from aegir.config import EVAL_ONLY_SPLITS, SOURCE_SPLITS, Params, PrepareConfig, load_params
+from aegir.config import EVAL_ONLY_SPLITS, SOURCE_SPLITS, TRAIN_SPLIT, Params, PrepareConfig, load_params
+from aegir.data.augment import table_views
 from aegir.data.serialize import serialize_table
 from aegir.data.table import Table
 from aegir.errors import AegirError, DataError
@@ -59,7 +66,8 @@ def tables_to_arrow(tables: Sequence[Table], split: str, cfg: PrepareConfig) -> 
     for table in progress(tables, desc=f"serialize {split}", unit="table", leave=False, mininterval=1.0):
         if table.num_columns == 0 or table.num_rows == 0:
             raise DataError(table.table_id, "empty table (no columns or no rows)")
-        serialized = serialize_table(table, cfg.byte_budget, cfg.max_rows, cfg.seed)
+        serialized = serialize_table(table, cfg.byte_budget, cfg.max_rows, cfg.seed, cfg.compact_columns,
+                                     cfg.compact_cell_bytes)
         rows["table_id"].append(table.table_id)
         rows["split"].append(split)
         rows["domain"].append(table.domain)
@@ -147,18 +155,27 @@ def load_source_tables(params: Params, on_skip: Callable[[str, DataError], None]
     return {split: read_sotab(root, split, on_skip=on_skip) for split in progress(SOURCE_SPLITS, desc="read", unit="split")}
 
 
-def load_eval_only_tables() -> dict[str, list[Table]]:
-    """The evaluation-only splits (`aegir.config.EVAL_ONLY_SPLITS`), whatever the source."""
+def load_eval_only_tables(params: Params) -> dict[str, list[Table]]:
+    """The evaluation-only splits (`aegir.config.EVAL_ONLY_SPLITS`), whatever the source: `real`
+    and the many-column `wide` tables of the synthetic generator (`synthetic.wide_*`)."""
     from aegir.data.real import SPLIT as REAL, build_real_tables
+    from aegir.data.synth import WIDE_SPLIT, generate_wide
 
-    builders = {REAL: build_real_tables}
+    builders = {REAL: build_real_tables, WIDE_SPLIT: lambda: generate_wide(params.synthetic)}
     assert set(builders) == set(EVAL_ONLY_SPLITS)
     return {split: builders[split]() for split in EVAL_ONLY_SPLITS}
 
 
+def with_training_views(tables: list[Table], cfg: PrepareConfig) -> list[Table]:
+    """Each training table followed by its `train_views − 1` views (`aegir.data.augment`)."""
+    return [view for table in tables for view in table_views(table, cfg.train_views, cfg.seed)]
+
+
 def load_tables(params: Params, on_skip: Callable[[str, DataError], None]) -> dict[str, list[Table]]:
-    """Every split's tables (`aegir.config.SPLITS`, in that order)."""
-    return {**load_source_tables(params, on_skip), **load_eval_only_tables()}
+    """Every split's tables (`aegir.config.SPLITS`, in that order); `train` with its views."""
+    tables = {**load_source_tables(params, on_skip), **load_eval_only_tables(params)}
+    tables[TRAIN_SPLIT] = with_training_views(tables[TRAIN_SPLIT], params.prepare)
+    return tables
 
 
 def run(params: Params, data_dir: Path, stats_path: Path, metrics_path: Path | None = None) -> dict:

@@ -14,20 +14,22 @@ from .generator import (
     CONTEXT_PAIRS,
     CTA_LOOKALIKE_GROUPS,
     MISSING_TOKENS,
+    WIDE_SPLIT,
     context_pairs,
     coverage_report,
     emittable_labels,
     generate_benchmark,
     generate_split,
     generate_table,
+    generate_wide,
     is_missing,
     label_coverage,
     lookalike_pairs,
 )
 
 __all__ = [
-    "CONTEXT_PAIRS", "CTA_LOOKALIKE_GROUPS", "DOMAIN_NAMES", "DOMAINS", "MISSING_TOKENS", "context_pairs",
+    "CONTEXT_PAIRS", "CTA_LOOKALIKE_GROUPS", "DOMAIN_NAMES", "DOMAINS", "MISSING_TOKENS", "WIDE_SPLIT", "context_pairs",
     "coverage_report",
-    "emittable_labels", "generate_benchmark", "generate_split", "generate_table", "is_missing",
+    "emittable_labels", "generate_benchmark", "generate_split", "generate_table", "generate_wide", "is_missing",
     "label_coverage", "lookalike_pairs",
 ]

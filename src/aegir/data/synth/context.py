@@ -44,10 +44,11 @@ class Providers:
     people: mimesis.Person
     finance: mimesis.Finance
     text: mimesis.Text
+    address: mimesis.Address
 
     def reseed(self, seed: int) -> None:
         self.fake.seed_instance(seed)
-        for offset, provider in enumerate((self.food, self.people, self.finance, self.text)):
+        for offset, provider in enumerate((self.food, self.people, self.finance, self.text, self.address)):
             provider.reseed(seed + offset + 1)
 
 
@@ -83,7 +84,33 @@ def providers_for(locale: str) -> Providers:
     _stabilise(fake)
     mloc = _mimesis_locale(locale)
     return Providers(fake=fake, food=mimesis.Food(mloc), people=mimesis.Person(mloc),
-                     finance=mimesis.Finance(mloc), text=mimesis.Text(mloc))
+                     finance=mimesis.Finance(mloc), text=mimesis.Text(mloc), address=mimesis.Address(mloc))
+
+
+@lru_cache(maxsize=None)
+def place_namer(mimesis_locale: str) -> mimesis.Address:
+    """mimesis's namer of one country's places (created once, reseeded per table by `GeoFrame`)."""
+    return mimesis.Address(Locale(mimesis_locale))
+
+
+@dataclass(frozen=True)
+class GeoFrame:
+    """The country a table's places lie in: the site's own (`home`) or one abroad.
+
+    Cities, regions, streets, postcodes and coordinates of the table come from it, so a site
+    in Germany may list airports in Brazil, named as Brazilians name them.
+    """
+
+    country: str  # ISO 3166 alpha-2, a key of vocab.COUNTRY_FACTS
+    namer: mimesis.Address  # reseeded for this table
+    home: bool
+
+    @property
+    def bbox(self) -> tuple[float, float, float, float]:
+        return vocab.COUNTRY_FACTS[self.country][2]
+
+
+ABROAD_RATE = 0.4  # share of tables about places in another country than the site's
 
 
 @dataclass
@@ -99,6 +126,7 @@ class TableContext:
     site: str  # the site's domain name, shared by its URLs and e-mail addresses
     cue_rate: float  # chance that one name or description carries a clue to its class
     hard: bool  # a corner-case table: telltale formats are left out
+    seed: int = 0  # the table's seed (for providers first used mid-table)
     memo: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -116,6 +144,20 @@ class TableContext:
     @property
     def facts(self) -> tuple[str, str, tuple[float, float, float, float], str]:
         return vocab.COUNTRY_FACTS.get(self.country, vocab.COUNTRY_FACTS["US"])
+
+    @property
+    def geo(self) -> GeoFrame:
+        """Where this table's places are (drawn on first use, fixed for the table)."""
+        def make() -> GeoFrame:
+            if self.country in vocab.PLACE_LOCALES and self.rng.random() >= ABROAD_RATE:
+                return GeoFrame(self.country, self.providers.address, home=True)
+            latin = [c for c in vocab.PLACE_LOCALES if c not in vocab.NON_LATIN_PLACES and c != self.country]
+            pool = vocab.NON_LATIN_PLACES if self.rng.random() < 0.15 else latin
+            country = pool[self.rng.randrange(len(pool))]
+            namer = place_namer(vocab.PLACE_LOCALES[country])
+            namer.reseed(derive_seed(self.seed, "geo", country))
+            return GeoFrame(country, namer, home=False)
+        return self.table_value("geo", make)
 
 
 class Row:
@@ -144,7 +186,7 @@ def make_context(locale: str, seed: int, *, hard: bool, cue_rate: float) -> Tabl
         currency = rng.choice(("EUR", "USD", "GBP"))
     site = providers.fake.domain_name()
     return TableContext(rng=rng, providers=providers, locale=locale, lang=lang, country=country,
-                        currency=currency, site=site, cue_rate=cue_rate, hard=hard)
+                        currency=currency, site=site, cue_rate=cue_rate, hard=hard, seed=seed)
 
 
 # ----------------------------------------------------------------------------- templates
@@ -217,6 +259,11 @@ RESOLVERS: dict[str, Callable[[TableContext], Any]] = {
     "cuisine": lambda c: c.rng.choice(vocab.CUISINES),
     "title": lambda c: fill(c, c.rng.choice(vocab.TITLE_PATTERNS)),
     "artist": lambda c: f"{c.fake.first_name()} {c.fake.last_name()}",
+    "Region": lambda c: c.geo.namer.state(), "Town": lambda c: c.geo.namer.city().strip(),
+    "Saint": lambda c: c.rng.choice(vocab.SAINTS),
+    "Ordinal": lambda c: c.rng.choice(vocab.ORDINAL_WORDS),
+    **{key: (lambda pool: lambda c: c.rng.choice(pool))(pool)
+       for key, pool in {**vocab.SAINTS_BY_LANG, **vocab.NOUNS_BY_LANG}.items()},
 }
 
 

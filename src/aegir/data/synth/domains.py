@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .kinds import DESCRIPTIONS, SUBJECTS, K, Kind
+from .kinds import DESCRIPTIONS, OTHER_SUBJECTS, SUBJECTS, K, Kind
 
 
 @dataclass(frozen=True)
@@ -44,10 +44,23 @@ def V(cpa: str, variants: tuple[tuple[str | None, str], ...], **flags) -> Prop:
 
 
 @dataclass(frozen=True)
+class SubjectVariant:
+    """Another entity a domain's sites list, whose column 0 is not a `<Domain>/name`: a table of
+    countries, of postcodes, of organisations, of teams. Without these, column 0 would always
+    carry a `*/name` label, a position that gives the label away. Never in corner cases."""
+
+    cta: str  # CTA label of the subject column
+    subject: Kind
+    share: float  # share of the domain's tables (outside corner cases) that list this entity
+    props: tuple[Prop, ...]  # the columns such a table may have
+
+
+@dataclass(frozen=True)
 class Domain:
     name: str
     subject: Kind
     props: tuple[Prop, ...]
+    variants: tuple[SubjectVariant, ...] = ()
 
     @property
     def subject_cta(self) -> str:
@@ -127,6 +140,31 @@ def opening_props() -> tuple[Prop, ...]:
     )
 
 
+def code(weight: float, key: str = "identifier", kind: str = "identifier") -> Prop:
+    """A code with no CPA property in the set (an IATA code, a branch code, a catalogue number)."""
+    return P(None, "IdentifierAT", kind, key=key, weight=weight)
+
+
+def fact(key: str, cta: str | None, kind: str, weight: float) -> Prop:
+    """A fact a directory lists with no CPA property in the set (population, founding year,
+    whether pets are allowed): CTA-labelled only."""
+    return P(None, cta, kind, key=key, weight=weight)
+
+
+def registry_props() -> tuple[Prop, ...]:
+    """What gazetteers and directories list about places (codes, sizes, heights, currencies)."""
+    return (
+        code(1.0), code(0.4, "globalLocationNumber", "identifier_b"),
+        fact("population", "Number", "population", 0.8), fact("elevation", "Distance", "elevation", 0.5),
+        fact("area", "QuantitativeValue", "area", 0.4), fact("publicAccess", "Boolean", "boolean", 0.3),
+        fact("foundingYear", "Number", "founding_year", 0.3),
+        fact("additionalType", "category", "place_category", 0.3),
+        fact("currency", "currency", "local_currency", 0.2),
+        fact("knowsLanguage", "Language", "spoken_languages", 0.2),
+        fact("timeZone", None, "time_zone", 0.3),
+    )
+
+
 def description(domain: str, cta: str | None, **flags) -> Prop:
     return P("description", cta, DESCRIPTIONS[domain], cta_lookalike=cta is not None, **flags)
 
@@ -149,6 +187,36 @@ PUBLISHED = P("datePublished", "Date", "published")
 CREATED = P("dateCreated", "Date", "created", weight=0.5, cpa_lookalike=True, partners=("datePublished",))
 
 
+# ----------------------------------------------------------------------------- other subjects
+# The relation of column 0 to a column is its CPA label only where schema.org has one (a
+# postcode area's locality is its addressLocality; a country's capital has no property in the set).
+
+COUNTRY_TABLE = SubjectVariant("Country", OTHER_SUBJECTS["country"], 0.2, (
+    fact("capital", "addressLocality", "capital", 1.5), fact("alpha2", "Country", "country_code_2", 0.8),
+    fact("alpha3", "Country", "country_code_3", 0.6), fact("population", "Number", "country_population", 1.2),
+    fact("area", "QuantitativeValue", "country_area", 0.8), fact("currency", "currency", "country_currency", 0.8),
+    fact("languages", "Language", "spoken_languages", 0.8), fact("isoNumeric", "IdentifierAT", "identifier", 0.4),
+    fact("timeZone", None, "time_zone", 0.3), P("url", "URL", "url", weight=0.4),
+))
+POSTCODE_TABLE = SubjectVariant("postalCode", OTHER_SUBJECTS["postcode"], 0.15, (
+    P("addressLocality", "addressLocality", "city", weight=1.5), P("addressRegion", "addressRegion", "region"),
+    P("addressCountry", "Country", "country", weight=0.5), *geo_props(0.8),
+    fact("additionalType", "category", "place_category", 0.4), fact("population", "Number", "population", 0.4),
+    fact("timeZone", None, "time_zone", 0.3),
+))
+ORGANISATION_TABLE = SubjectVariant("Organization", OTHER_SUBJECTS["organisation"], 0.3, (
+    *address_props(0.7), P("telephone", "telephone", "telephone"), P("email", "email", "email", weight=0.6),
+    P("url", "URL", "url"), code(1.0), code(0.5, "taxID", "identifier_b"),
+    fact("foundingYear", "Number", "founding_year", 0.5), fact("numberOfEmployees", "Number", "employees", 0.5),
+    fact("additionalType", "category", "org_category", 0.5),
+))
+TEAM_TABLE = SubjectVariant("SportsTeam", OTHER_SUBJECTS["team"], 0.2, (
+    P("location", "addressLocality", "team_city", weight=1.5), P("addressRegion", "addressRegion", "region"),
+    fact("venue", "Place/name", "team_venue", 0.6), fact("foundingYear", "Number", "founding_year", 0.8),
+    fact("championships", "Number", "small_number", 0.5), code(0.6), P("url", "URL", "url", weight=0.5),
+))
+
+
 # ----------------------------------------------------------------------------- the domains
 
 DOMAINS: dict[str, Domain] = {d.name: d for d in (
@@ -164,6 +232,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
         P("partOfSeries", "CreativeWorkSeries", "series", weight=0.4, **BOTH),
         P("review", "Review", "review", weight=0.4), *rating_props(),
         *offer_props("book_price", 0.7), *web_props(),
+        code(0.3), fact("abridged", "Boolean", "boolean", 0.2),
     )),
     Domain("CreativeWork", SUBJECTS["CreativeWork"], (
         person("author", 2), PUBLISHED, CREATED,
@@ -171,6 +240,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
         description("CreativeWork", None), P("genre", "category", "work_genre", cpa_lookalike=True),
         language(), P("publisher", "Organization", "publisher", cpa_lookalike=True),
         P("copyrightYear", "Number", "copyright_year", weight=0.5), *web_props(),
+        code(0.3), fact("wordCount", "Number", "employees", 0.3),
     )),
     Domain("Event", SUBJECTS["Event"], (
         *WHEN,
@@ -186,6 +256,8 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
         P(None, "Boolean", "boolean", key="isAccessibleForFree", weight=0.3),
         description("Event", "Event/description"),
         *offer_props("ticket_price", valid_from="ticket_sale"), *web_props(),
+        fact("eventDay", "DayOfWeek", "event_weekday", 0.5), fact("maximumAttendeeCapacity", "Number", "capacity", 0.3),
+        code(0.3),
     )),
     Domain("Hotel", SUBJECTS["Hotel"], (
         *address_props(), *contact_props(fax=0.7), *geo_props(),
@@ -198,6 +270,8 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
         language("availableLanguage", "languages", 0.5),
         P(None, "QuantitativeValue", "floor_size", key="floorSize", weight=0.4, signature=True),
         description("Hotel", "Hotel/description"), *rating_props(),
+        fact("numberOfRooms", "Number", "rooms", 0.5), fact("petsAllowed", "Boolean", "boolean", 0.3),
+        code(0.3), fact("yearBuilt", "Number", "founding_year", 0.2),
     )),
     Domain("JobPosting", SUBJECTS["JobPosting"], (
         P("hiringOrganization", "Organization", "organisation", weight=2, signature=True, cpa_lookalike=True),
@@ -216,6 +290,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
         P("postalCode", "postalCode", "postcode", weight=0.5),
         P("streetAddress", "streetAddress", "street", weight=0.5),
         P("addressCountry", "Country", "country", weight=0.5, **BOTH), *web_props(0.5),
+        code(0.5), fact("jobLocationType", "Boolean", "boolean", 0.3), fact("totalJobOpenings", "Number", "small_number", 0.2),
     )),
     Domain("LocalBusiness", SUBJECTS["LocalBusiness"], (
         *address_props(), *contact_props(fax=0.8), *geo_props(), *opening_props(),
@@ -223,7 +298,9 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
         P("paymentAccepted", "paymentAccepted", "payment", weight=0.6),
         P("currenciesAccepted", "currency", "currencies", weight=0.4),
         description("LocalBusiness", None, signature=True), *rating_props(0.4),
-    )),
+        code(0.5), fact("numberOfEmployees", "Number", "employees", 0.3), fact("foundingYear", "Number", "founding_year", 0.3),
+        fact("additionalType", "category", "org_category", 0.3), fact("smokingAllowed", "Boolean", "boolean", 0.2),
+    ), (ORGANISATION_TABLE,)),
     Domain("Movie", SUBJECTS["Movie"], (
         person("director", 1.5, signature=True), person("actor", 1.5), person("author", 0.4),
         PUBLISHED, CREATED,
@@ -234,6 +311,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
         P("countryOfOrigin", "Country", "origin_country", **BOTH), language(),
         description("Movie", "Movie/description"), P("review", "Review", "review", weight=0.4),
         *rating_props(), *web_props(),
+        code(0.4), fact("isFamilyFriendly", "Boolean", "boolean", 0.2),
     )),
     Domain("Museum", SUBJECTS["Museum"], (
         *address_props(), *contact_props(fax=0.6), *geo_props(), *opening_props(),
@@ -241,6 +319,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
         P("priceRange", "priceRange", "price_range", weight=0.3, **BOTH),
         P(None, "Boolean", "boolean", key="isAccessibleForFree", weight=0.5, signature=True),
         description("Museum", None, signature=True),
+        fact("foundingYear", "Number", "founding_year", 0.4), fact("visitors", "Number", "visitors", 0.4), code(0.3),
     )),
     Domain("MusicAlbum", SUBJECTS["MusicAlbum"], (
         P("byArtist", "MusicArtistAT", "artist", weight=2, signature=True, **BOTH),
@@ -250,6 +329,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
         P("publisher", "Organization", "publisher", weight=0.5, cpa_lookalike=True),
         P("copyrightYear", "Number", "copyright_year", weight=0.4),
         description("MusicAlbum", None, weight=0.4), *rating_props(0.3), *web_props(),
+        code(0.3),
     )),
     Domain("MusicRecording", SUBJECTS["MusicRecording"], (
         P("byArtist", "MusicArtistAT", "artist", weight=2, **BOTH),
@@ -258,6 +338,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
         PUBLISHED, P("genre", "category", "music_genre", cpa_lookalike=True),
         P(None, "IdentifierAT", "isrc", key="isrcCode", weight=0.4, signature=True),
         description("MusicRecording", None, weight=0.4), *web_props(0.5),
+        fact("position", "Number", "small_number", 0.3),
     )),
     Domain("Person", SUBJECTS["Person"], (
         P("givenName", None, "given_name", signature=True, cpa_lookalike=True, partners=("familyName",)),
@@ -279,13 +360,15 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
           requires=("telephone",)),
         P("address", "PostalAddress", "address", weight=0.5), description("Person", None, weight=0.5),
         *web_props(),
+        code(0.4), fact("active", "Boolean", "boolean", 0.3),
     )),
     Domain("Place", SUBJECTS["Place"], (
         *geo_props(2.5), *address_props(0.8),  # places are mostly pinned on a map
         P("telephone", "telephone", "telephone", weight=0.5, cta_lookalike=True),
         P("openingHours", "openingHours", "opening_hours", weight=0.5),
         description("Place", None, signature=True), *web_props(),
-    )),
+        *registry_props(),
+    ), (COUNTRY_TABLE, POSTCODE_TABLE)),
     Domain("Product", SUBJECTS["Product"], (
         P("brand", "Brand", "brand", weight=1.5, **BOTH),
         P("gtin", "IdentifierAT", "gtin", signature=True, **BOTH),
@@ -305,6 +388,8 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
         P("countryOfOrigin", "Country", "origin_country", weight=0.4, **BOTH),
         P("releaseDate", "Date", "release_date", weight=0.4),
         P("review", "Review", "review", weight=0.5), *rating_props(), *web_props(),
+        fact("modelYear", "Number", "model_year", 0.4), fact("fuelEfficiency", "Number", "measure", 0.3),
+        fact("packSize", "Number", "small_number", 0.3), fact("isFamilyFriendly", "Boolean", "boolean", 0.2),
     )),
     Domain("Recipe", SUBJECTS["Recipe"], (
         person("author"),
@@ -322,6 +407,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
         P(None, "QuantitativeValue", "recipe_yield", key="recipeYield", weight=0.6, signature=True),
         PUBLISHED, description("Recipe", "Recipe/description"), P("review", "Review", "review", weight=0.4),
         *rating_props(), *web_props(),
+        fact("ratingCount", "Number", "employees", 0.3),
     )),
     Domain("Restaurant", SUBJECTS["Restaurant"], (
         *address_props(), *contact_props(fax=0.6), *geo_props(),
@@ -332,6 +418,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
         P("currenciesAccepted", "currency", "currencies", weight=0.3),
         P(None, "Boolean", "boolean", key="acceptsReservations", weight=0.5, signature=True),
         description("Restaurant", None, signature=True), *rating_props(),
+        fact("seats", "Number", "seats", 0.4), code(0.2), fact("foundingYear", "Number", "founding_year", 0.2),
     )),
     Domain("SportsEvent", SUBJECTS["SportsEvent"], (
         P("homeTeam", "SportsTeam", "home_team", weight=1.5, signature=True, cpa_lookalike=True,
@@ -345,7 +432,8 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
         P("organizer", "Organization", "organizer", weight=0.5, cpa_lookalike=True),
         description("SportsEvent", None, weight=0.5),
         *offer_props("ticket_price", 0.7, valid_from="ticket_sale"), *web_props(0.5),
-    )),
+        fact("eventDay", "DayOfWeek", "event_weekday", 0.4), fact("attendance", "Number", "capacity", 0.5), code(0.3),
+    ), (TEAM_TABLE,)),
     Domain("TVEpisode", SUBJECTS["TVEpisode"], (
         P("episodeNumber", "Number", "episode_number", weight=1.5, signature=True, cpa_lookalike=True),
         P("partOfSeries", "CreativeWorkSeries", "series", weight=1.5, signature=True, **BOTH),
@@ -353,6 +441,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
         P("duration", "Duration", "episode_duration", cpa_lookalike=True),
         P("contentRating", "Rating", "content_rating", weight=0.5), language(weight=0.5),
         description("TVEpisode", None, weight=0.6), *web_props(),
+        fact("seasonNumber", "Number", "small_number", 0.5), code(0.3),
     )),
 )}
 

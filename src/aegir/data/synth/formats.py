@@ -7,9 +7,14 @@ uses one style or, when it is heterogeneous, several (see `generator.plan_format
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import date, datetime
 from typing import Any, Callable
+
+from faker.providers.currency import Provider as FakerCurrency
+from faker.providers.date_time import Provider as FakerDateTime
+from faker.providers.person import Provider as FakerPerson
 
 from . import vocab
 from .context import TableContext
@@ -182,6 +187,12 @@ TRACK_DURATION_FORMATS: tuple[Formatter, ...] = (
 # an amount is a float; the currency is the table's
 
 
+# Faker's ISO 4217 codes with English names, and its English language names, sorted.
+WORLD_CURRENCIES: tuple[tuple[str, str], ...] = tuple(sorted(FakerCurrency.currencies))
+_CURRENCY_NAMES = {code: name for code, name in WORLD_CURRENCIES}
+WORLD_LANGUAGE_NAMES: tuple[str, ...] = tuple(sorted(FakerPerson.language_names))
+
+
 def currency_symbol(code: str) -> str:
     for c, symbol, _ in vocab.CURRENCIES:
         if c == code:
@@ -193,7 +204,7 @@ def currency_name(code: str) -> str:
     for c, _, name in vocab.CURRENCIES:
         if c == code:
             return name
-    return code
+    return _CURRENCY_NAMES.get(code, code)
 
 
 def group_digits(amount: float, decimals: int, thousands: str, point: str) -> str:
@@ -399,6 +410,14 @@ GENDER_FORMATS: tuple[Formatter, ...] = (
     lambda c, m: _GENDER_WORDS.get(c.lang, ("male", "female"))[m[0] == "Female"],
     lambda c, m: f"http://schema.org/{m[0]}",
 )
+def _boolean_words(c: TableContext, m: tuple[str, str]) -> str:
+    """Yes/no as this site writes it: one (true, false) pair per table, often in its language."""
+    def pick() -> tuple[str, str]:
+        lang = c.lang if c.lang in vocab.BOOLEAN_WORDS and c.rng.random() < 0.5 else "en"
+        return c.rng.choice(vocab.BOOLEAN_WORDS[lang])
+    return boolean_word(c, c.table_value("boolean_words", pick), m[0] == "True")
+
+
 BOOLEAN_FORMATS: tuple[Formatter, ...] = (
     lambda c, m: m[0].lower(),
     lambda c, m: m[0],
@@ -407,15 +426,29 @@ BOOLEAN_FORMATS: tuple[Formatter, ...] = (
     lambda c, m: "1" if m[0] == "True" else "0",
     lambda c, m: f"https://schema.org/{m[0]}",
     lambda c, m: m[0].upper(),
+    _boolean_words,
 )
+def _local_weekday(c: TableContext, d: int) -> str:
+    return vocab.WEEKDAYS.get(c.lang, vocab.WEEKDAYS["en"])[d]
+
+
+def _local_weekday_short(c: TableContext, d: int) -> str:
+    return vocab.WEEKDAY_ABBREVIATIONS.get(c.lang, vocab.WEEKDAY_ABBREVIATIONS["en"])[d]
+
+
 DAY_FORMATS: tuple[Formatter, ...] = (  # a day is its weekday index, Monday = 0
     lambda c, d: vocab.WEEKDAYS["en"][d],
     lambda c, d: f"https://schema.org/{vocab.WEEKDAYS['en'][d]}",
     lambda c, d: f"http://schema.org/{vocab.WEEKDAYS['en'][d]}",
     lambda c, d: vocab.SCHEMA_DAYS[d],
     lambda c, d: vocab.WEEKDAYS["en"][d][:3],
-    lambda c, d: vocab.WEEKDAYS.get(c.lang, vocab.WEEKDAYS["en"])[d],
+    _local_weekday,
+    _local_weekday_short,
+    lambda c, d: _local_weekday(c, d).capitalize(),
+    lambda c, d: vocab.WEEKDAYS["en"][d].upper(),
 )
+PREFERRED_DAY = {"en": (0, 4, 0, 1, 3), "de": (5, 6, 0, 1), "fr": (5, 6, 7, 0, 1), "es": (5, 6, 7, 0),
+                 "it": (5, 6, 7, 0), "nl": (5, 6, 0, 1)}
 
 
 # ----------------------------------------------------------------------------- opening hours
@@ -463,34 +496,63 @@ PERSON_NAME_FORMATS: tuple[Formatter, ...] = (
 )
 
 
+def _unmangle(text: str) -> str:
+    """Faker stores a few names as UTF-8 read as Latin-1 ("BogotÃ¡"): read them back."""
+    try:
+        return text.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        return text
+
+
+# Faker's 195 countries (English name, ISO alpha-2 and alpha-3, capital), sorted by code so
+# that a seeded choice does not depend on Faker's list order.
+WORLD_COUNTRIES = tuple(sorted((dataclasses.replace(c, name=_unmangle(c.name), capital=_unmangle(c.capital))
+                                for c in FakerDateTime.countries), key=lambda c: c.alpha_2_code))
+_COUNTRY_ROWS: dict[str, tuple[str, ...]] = {
+    **{c.alpha_2_code: (c.alpha_2_code, c.alpha_3_code, *(c.name,) * 6) for c in WORLD_COUNTRIES},
+    **{entry[0]: entry for entry in vocab.COUNTRIES},  # names in six languages where we have them
+}
+
+
 def country_row(code: str) -> tuple[str, ...]:
-    for entry in vocab.COUNTRIES:
-        if entry[0] == code:
-            return entry
-    return vocab.COUNTRIES[0]
+    """(alpha-2, alpha-3, English, German, French, Spanish, Italian, Dutch name) of a country;
+    countries outside `vocab.COUNTRIES` go by their English name in every language."""
+    return _COUNTRY_ROWS.get(code) or vocab.COUNTRIES[0]
+
+
+def country_name(c: TableContext, code: str) -> str:
+    return country_row(code)[vocab.COUNTRY_NAME_COLUMN.get(c.lang, 2)]
 
 
 COUNTRY_FORMATS: tuple[Formatter, ...] = (
     lambda c, code: country_row(code)[2],
     lambda c, code: code,
     lambda c, code: country_row(code)[1],
-    lambda c, code: country_row(code)[vocab.COUNTRY_NAME_COLUMN.get(c.lang, 2)],
+    country_name,
+    lambda c, code: country_name(c, code).upper(),
 )
 
 
 def address_line(c: TableContext, a: dict[str, str]) -> str:
-    if c.country == "US":
-        return f"{a['street']}, {a['city']}, {a['region']} {a['postcode']}"
-    if c.country == "GB":
+    country = c.geo.country
+    if country in ("US", "CA", "AU"):
+        return f"{a['street']}, {a['city']}, {a['region_code'] if country == 'US' else a['region']} {a['postcode']}"
+    if country == "GB":
         return f"{a['street']}, {a['city']} {a['postcode']}"
     return f"{a['street']}, {a['postcode']} {a['city']}"
 
 
+def place_line(c: TableContext, a: dict[str, str]) -> str:
+    """A one-line location without street: "City, Region, Country" (directories, gazetteers)."""
+    return f"{a['city']}, {a['region']}, {country_name(c, c.geo.country)}"
+
+
 ADDRESS_FORMATS: tuple[Formatter, ...] = (
     address_line,
-    lambda c, a: f"{address_line(c, a)}, {country_row(c.country)[vocab.COUNTRY_NAME_COLUMN.get(c.lang, 2)]}",
+    lambda c, a: f"{address_line(c, a)}, {country_name(c, c.geo.country)}",
     lambda c, a: address_line(c, a).replace(", ", " "),
-    lambda c, a: f"{address_line(c, a)}, {c.country}",
+    lambda c, a: f"{address_line(c, a)}, {c.geo.country}",
+    place_line,
 )
 
 
@@ -620,3 +682,97 @@ def unit_text_format(i: int) -> Formatter:
         variants = vocab.UNIT_TEXT_VARIANTS[unit[1]]
         return variants[i % len(variants)]
     return fmt
+
+
+# ----------------------------------------------------------------------------- plain numbers, areas, heights
+
+
+def grouped(x: float, decimals: int, style: str) -> str:
+    """A number with thousands grouped as a locale writes it: style "en" 1,234.5; "de" 1.234,5;
+    "fr" 1 234,5 (narrow no-break space); "ch" 1'234.5; "space" 1 234.5; "plain" 1234.5."""
+    thousands, point = {"en": (",", "."), "de": (".", ","), "fr": ("\u202f", ","), "ch": ("'", "."),
+                        "space": (" ", "."), "plain": ("", ".")}[style]
+    return group_digits(x, decimals, thousands, point)
+
+
+_GROUPING = {"en": "en", "de": "de", "fr": "fr", "es": "de", "it": "de", "nl": "de"}
+
+
+def local_grouping(c: TableContext) -> str:
+    return _GROUPING.get(c.lang, "en")
+
+
+COUNT_FORMATS: tuple[Formatter, ...] = (  # a count is an int
+    lambda c, n: str(n),
+    lambda c, n: grouped(n, 0, local_grouping(c)),
+    lambda c, n: grouped(n, 0, "en"),
+    lambda c, n: grouped(n, 0, "space"),
+    lambda c, n: grouped(n, 0, "de"),
+    lambda c, n: grouped(n, 0, "fr"),
+    lambda c, n: f"{n / 1e6:.1f} million" if n >= 1_000_000 else grouped(n, 0, "en"),
+)
+PREFERRED_COUNT = (0, 0, 1, 1, 2)
+
+
+def decimal_local(c: TableContext, x: float, decimals: int = 1) -> str:
+    text = f"{x:.{decimals}f}"
+    return text.replace(".", ",") if _GROUPING.get(c.lang, "en") != "en" else text
+
+
+MEASURE_FORMATS: tuple[Formatter, ...] = (  # a unitless measurement, a float
+    lambda c, x: _num(x, 1),
+    lambda c, x: decimal_local(c, x),
+    lambda c, x: f"{x:.2f}",
+    lambda c, x: _num(x, 1).replace(".", ","),
+)
+
+AREA_FORMATS: tuple[Formatter, ...] = (  # an area is in square kilometres
+    lambda c, a: f"{grouped(a, 0, local_grouping(c))} km²",
+    lambda c, a: f"{grouped(a, 0, 'en')} km2",
+    lambda c, a: f"{grouped(a / 2.58999, 0, 'en')} sq mi",
+    lambda c, a: f"{grouped(a * 100, 0, local_grouping(c))} ha",
+    lambda c, a: f"{_num(a, 1)} km²",
+    lambda c, a: f"{grouped(a * 247.105, 0, 'en')} acres",
+    lambda c, a: f"{grouped(a, 0, 'space')} km²",
+)
+
+ELEVATION_FORMATS: tuple[Formatter, ...] = (  # an elevation is in metres
+    lambda c, m: f"{grouped(m, 0, local_grouping(c))} m",
+    lambda c, m: f"{grouped(m * 3.28084, 0, 'en')} ft",
+    lambda c, m: f"{round(m)}m",
+    lambda c, m: f"{grouped(m * 3.28084, 0, 'plain')} feet",
+    lambda c, m: f"{round(m)} m a.s.l.",
+    lambda c, m: f"{grouped(m, 0, local_grouping(c))} m ü. NN" if c.lang == "de" else f"{round(m)} m",
+)
+
+
+# ----------------------------------------------------------------------------- booleans and codes
+
+
+def boolean_word(c: TableContext, pair: tuple[str, str], value: bool) -> str:
+    return pair[0] if value else pair[1]
+
+
+def identifier_from_style(c: TableContext, style: str) -> str:
+    """A code of `style` (see `vocab.IDENTIFIER_STYLES`): A a letter, 9 a digit, X either."""
+    letters, digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789"
+    out = []
+    for ch in style:
+        if ch == "A":
+            out.append(c.rng.choice(letters))
+        elif ch == "9":
+            out.append(c.rng.choice(digits))
+        elif ch == "X":
+            out.append(c.rng.choice(letters + digits))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+CURRENCY_CODE_FORMATS: tuple[Formatter, ...] = (  # one ISO 4217 code per cell
+    lambda c, code: code,
+    lambda c, code: code.lower(),
+    lambda c, code: f"{code} ({currency_symbol(code)})" if currency_symbol(code) != code else code,
+    lambda c, code: currency_symbol(code),
+    lambda c, code: currency_name(code),
+)

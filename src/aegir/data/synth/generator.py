@@ -5,7 +5,9 @@ those three (never from `hash()`), its Faker and mimesis providers are reseeded 
 nothing carries over from the previous table. The splits differ only in how tables are drawn:
 
 * `train`, `valid`, `test`: natural rates of clues, lookalikes, mixed formats (a share
-  `heterogeneity_rate` of the columns that can mix) and missing cells (`missing_rate`).
+  `heterogeneity_rate` of the columns that can mix) and missing cells (`missing_rate`). Some
+  tables list other entities than the domain's (`domains.SubjectVariant`: countries,
+  postcodes, organisations, teams), so column 0 is not always a `*/name`.
 * `corner_cases`: names and descriptions carry no clue to their class, telltale formats
   (`tel:`, hemisphere letters, `$$`) are left out, columns are drawn mostly from lookalike
   groups together with their partners (telephone + fax, start + end, best + worst rating),
@@ -15,6 +17,12 @@ nothing carries over from the previous table. The splits differ only in how tabl
   follows the start date, check-in times make the table a hotel).
 * `missing_values`: many columns lose 30–60% of their cells.
 * `format_heterogeneity`: every column that has several formats mixes them.
+* `wide` (evaluation only, `generate_wide`): natural tables of `wide_min_columns` …
+  `wide_max_columns` columns, where a per-table byte budget shared by every column leaves each
+  one a few bytes. A domain has fewer distinct properties than that, so once they are used up
+  a wide table repeats properties it already shows, each repeat with its own format and case
+  (a price in two notations, a second date column): labels still from the vocabulary, and a
+  repeated CPA label is the same relation written twice.
 """
 
 from __future__ import annotations
@@ -29,9 +37,10 @@ from aegir.errors import AegirError, ConfigError
 from aegir.labels import cpa_vocab, cta_vocab
 
 from .context import Row, TableContext, derive_seed, make_context
-from .domains import DOMAIN_NAMES, DOMAINS, Domain, Prop
+from .domains import DOMAIN_NAMES, DOMAINS, Domain, Prop, SubjectVariant
 from .kinds import Kind
 
+WIDE_SPLIT = "wide"  # the evaluation-only split of many-column tables (`generate_wide`)
 MISSING_TOKENS: tuple[str | None, ...] = (None, "", "N/A", "-", "null")
 HEAVY_MISSING = (0.3, 0.6)  # rate range of the heavily missing columns of the missing_values split
 CUE_RATES = (0.0, 0.3, 0.6, 0.9)  # per site: chance that a name or description carries a clue to its class
@@ -39,6 +48,21 @@ HARD_CUE_RATE = 0.03  # the same in corner-case tables
 HARD_CTA_BOOST = 16.0  # extra weight of `cta_lookalike` columns in corner-case tables
 HARD_CPA_BOOST = 4.0  # extra weight of `cpa_lookalike` columns in corner-case tables
 PARTNER_RATE = 0.5  # chance that a column's partners join it outside corner cases
+NATURAL_ORDER_RATE = 0.5  # chance that a table keeps related columns together in their usual order
+SORTED_ROWS_RATE = 0.3  # chance that a table's rows are sorted by their subject, as directories are
+RECASE_RATES = (("lower", 0.06), ("upper", 0.04))  # chance that a column of words is written in one case
+
+# Columns that tables usually show side by side and in this order (street before city, latitude
+# before longitude, start before end). Keys of `domains.Prop`.
+NATURAL_SEQUENCES: tuple[tuple[str, ...], ...] = (
+    ("address", "streetAddress", "postalCode", "addressLocality", "addressRegion", "addressCountry"),
+    ("latitude", "longitude", "elevation"), ("startDate", "endDate", "eventDay"),
+    ("givenName", "familyName"), ("birthDate", "deathDate"), ("telephone", "faxNumber", "email"),
+    ("opens", "closes"), ("checkInTime", "checkoutTime"), ("prepTime", "cookTime", "totalTime"),
+    ("datePosted", "validThrough"), ("dateCreated", "datePublished"), ("homeTeam", "awayTeam"),
+    ("ratingValue", "bestRating", "worstRating"), ("price", "priceCurrency"),
+    ("identifier", "globalLocationNumber"), ("population", "area"),
+)
 
 
 def is_missing(cell: str | None) -> bool:
@@ -55,6 +79,7 @@ class ColumnPlan:
     formats: tuple[int, ...]  # style indices into kind.formats; several = a mixed-format column
     missing_rate: float
     missing_tokens: tuple[str | None, ...]
+    case: str | None = None  # "lower" or "upper": the whole column written in one case
 
 
 # ----------------------------------------------------------------------------- choosing columns
@@ -116,6 +141,45 @@ def select_props(rng: random.Random, domain: Domain, k: int, hard: bool, min_k: 
     return chosen
 
 
+def pick_subject_variant(rng: random.Random, domain: Domain) -> SubjectVariant | None:
+    """One of the domain's other subjects (each at its share of the tables), or None."""
+    draw = rng.random()
+    for variant in domain.variants:
+        if draw < variant.share:
+            return variant
+        draw -= variant.share
+    return None
+
+
+def natural_order(props: list[Prop]) -> list[Prop]:
+    """`props` with the members of each `NATURAL_SEQUENCES` group side by side, in the group's
+    order, where the group's first member stood; other columns keep their places."""
+    rank = {key: (g, i) for g, group in enumerate(NATURAL_SEQUENCES) for i, key in enumerate(group)}
+    out: list[Prop] = []
+    placed: set[int] = set()
+    for prop in props:
+        if prop.key not in rank:
+            out.append(prop)
+            continue
+        group = rank[prop.key][0]
+        if group in placed:
+            continue
+        placed.add(group)
+        out.extend(sorted((p for p in props if rank.get(p.key, (-1,))[0] == group), key=lambda p: rank[p.key][1]))
+    return out
+
+
+def plan_case(rng: random.Random, kind: Kind) -> str | None:
+    if not kind.recase:
+        return None
+    draw = rng.random()
+    for case, rate in RECASE_RATES:
+        if draw < rate:
+            return case
+        draw -= rate
+    return None
+
+
 def plan_formats(ctx: TableContext, kind: Kind, mixed: bool) -> tuple[int, ...]:
     """One style (a site's habit, mostly its locale's) or, for a mixed column, two to four."""
     rng = ctx.rng
@@ -163,17 +227,28 @@ def generate_table(cfg: SyntheticConfig, split: str, index: int) -> Table:
     rng = ctx.rng
 
     n_rows = rng.randint(cfg.min_rows, cfg.max_rows)
-    n_columns = rng.randint(cfg.min_columns, cfg.max_columns)
-    props = select_props(rng, domain, n_columns - 1, hard, cfg.min_columns - 1)
+    wide = split == WIDE_SPLIT
+    n_columns = rng.randint(cfg.wide_min_columns, cfg.wide_max_columns) if wide else rng.randint(cfg.min_columns, cfg.max_columns)
+    subject_cta, schema = domain.subject_cta, domain
+    if not hard:
+        variant = pick_subject_variant(rng, domain)
+        if variant is not None:
+            subject_cta, schema = variant.cta, Domain(domain.name, variant.subject, variant.props)
+    props = select_props(rng, schema, n_columns - 1, hard, cfg.min_columns - 1)
+    if wide:  # past the domain's distinct properties: repeats of those already shown
+        distinct = list(props)
+        props += [_weighted_pick(rng, distinct, False) for _ in range(n_columns - 1 - len(props))]
     rng.shuffle(props)
+    if rng.random() < NATURAL_ORDER_RATE:
+        props = natural_order(props)
 
     tokens = tuple(rng.sample(MISSING_TOKENS, rng.choice((1, 1, 2))))
     rates = _missing_rates(rng, cfg, split, len(props) + 1)
-    specs = [(domain.subject_cta, None, domain.subject)] + [_variant(ctx, p) for p in props]
+    specs = [(subject_cta, None, schema.subject)] + [_variant(ctx, p) for p in props]
     plans = []
     for (cta, cpa, kind), rate in zip(specs, rates):
         mixed = kind.mixable and (split == "format_heterogeneity" or rng.random() < cfg.heterogeneity_rate)
-        plans.append(ColumnPlan(cta, cpa, kind, plan_formats(ctx, kind, mixed), rate, tokens))
+        plans.append(ColumnPlan(cta, cpa, kind, plan_formats(ctx, kind, mixed), rate, tokens, plan_case(rng, kind)))
 
     columns = _fill(ctx, plans, n_rows)
     return Table(
@@ -213,7 +288,10 @@ def _fill(ctx: TableContext, plans: list[ColumnPlan], n_rows: int) -> tuple[tupl
         row = Row(r)
         for c, plan in enumerate(plans):
             value = plan.kind.draw(ctx, row)
-            cells[c].append(plan.kind.formats[styles[c][r]](ctx, value))
+            cells[c].append(recase(plan.kind.formats[styles[c][r]](ctx, value), plan.case))
+    if rng.random() < SORTED_ROWS_RATE:  # a directory: rows in alphabetical order of their subject
+        order = sorted(range(n_rows), key=lambda r: (cells[0][r].casefold(), r))
+        cells = [[column[r] for r in order] for column in cells]
 
     for c, plan in enumerate(plans):
         hidden = [r for r in range(n_rows) if rng.random() < plan.missing_rate]
@@ -222,6 +300,14 @@ def _fill(ctx: TableContext, plans: list[ColumnPlan], n_rows: int) -> tuple[tupl
         for r in hidden:
             cells[c][r] = rng.choice(plan.missing_tokens)
     return tuple(tuple(col) for col in cells)
+
+
+def recase(cell: str, case: str | None) -> str:
+    if case == "lower":
+        return cell.lower()
+    if case == "upper":
+        return cell.upper()
+    return cell
 
 
 # ----------------------------------------------------------------------------- splits
@@ -248,6 +334,13 @@ def generate_split(cfg: SyntheticConfig, split: str) -> list[Table]:
     return [generate_table(cfg, split, i) for i in range(cfg.tables_in(split))]
 
 
+def generate_wide(cfg: SyntheticConfig) -> list[Table]:
+    """The evaluation-only `wide` split: `cfg.wide_tables` tables of `wide_min_columns` …
+    `wide_max_columns` columns (module docstring), in index order; never trained on."""
+    check_schema_labels()
+    return [generate_table(cfg, WIDE_SPLIT, i) for i in range(cfg.wide_tables)]
+
+
 def generate_benchmark(cfg: SyntheticConfig) -> dict[str, list[Table]]:
     """Every split of the embedded benchmark, keyed as `aegir.config.SOURCE_SPLITS`."""
     return {split: generate_split(cfg, split) for split in SOURCE_SPLITS}
@@ -262,7 +355,8 @@ def emittable_labels() -> tuple[set[str], set[str]]:
     cpas: set[str] = set()
     for domain in DOMAINS.values():
         ctas.add(domain.subject_cta)
-        for prop in domain.props:
+        ctas.update(variant.cta for variant in domain.variants)
+        for prop in domain.props + tuple(p for v in domain.variants for p in v.props):
             if prop.cpa:
                 cpas.add(prop.cpa)
             ctas.update(cta for cta, _ in prop.variants if cta)

@@ -28,6 +28,7 @@ class Kind:
     preferred: Callable[[TableContext], tuple[int, ...]] | None = None  # styles a site of this locale picks
     cue_formats: tuple[int, ...] = ()  # styles that give the label away; kept out of corner-case tables
     hard_preferred: tuple[int, ...] = ()  # styles corner-case tables favour (the most confusable ones)
+    recase: bool = False  # words whose case a site may change (all lower, ALL UPPER) for a column
 
     @property
     def mixable(self) -> bool:
@@ -74,7 +75,16 @@ MONEY = (F.MONEY_FORMATS, by_locale(F.PREFERRED_MONEY))
 
 def subject(name: str, draw: L.Draw) -> Kind:
     """A subject column; the name is memoised as `name` so the row's URL and e-mail can use it."""
-    return Kind(name, L.latent("name", draw))
+    return Kind(name, L.latent("name", draw), recase=True)
+
+
+def words(name: str, draw: L.Draw, *formats: F.Formatter) -> Kind:
+    """Plain words (names, places, categories) that a site may write in any case."""
+    return Kind(name, draw, formats or (F.as_is,), recase=True)
+
+
+def count_kind(name: str, draw: L.Draw) -> Kind:
+    return Kind(name, draw, F.COUNT_FORMATS, lambda c: F.PREFERRED_COUNT)
 
 
 def titled(cues: tuple[str, ...]) -> L.Draw:
@@ -94,8 +104,8 @@ SUBJECTS: dict[str, Kind] = {
     "Museum": subject("museum_name", L.place_name(vocab.MUSEUM_PATTERNS)),
     "MusicAlbum": subject("album_title", titled(vocab.ALBUM_TITLE_CUES)),
     "MusicRecording": subject("recording_title", titled(vocab.RECORDING_TITLE_CUES)),
-    "Person": Kind("person_name", L.latent("name_parts", L.full_name), F.PERSON_NAME_FORMATS),
-    "Place": subject("place_name", L.place_name(vocab.PLACE_PATTERNS)),
+    "Person": Kind("person_name", L.latent("name_parts", L.full_name), F.PERSON_NAME_FORMATS, recase=True),
+    "Place": subject("place_name", L.place_subject),
     "Product": subject("product_name", L.product_name),
     "Recipe": subject("recipe_name", L.recipe_name),
     "Restaurant": subject("restaurant_name", L.place_name(vocab.RESTAURANT_PATTERNS)),
@@ -107,31 +117,35 @@ SUBJECTS: dict[str, Kind] = {
 # name → the kind of a property column, grouped as the domains use them
 K: dict[str, Kind] = {k.name: k for k in (
     # people and organisations
-    Kind("person", L.other_person, F.PERSON_NAME_FORMATS),
-    Kind("given_name", L.given_name), Kind("family_name", L.family_name),
-    Kind("artist", L.artist),
-    Kind("organisation", L.organisation), Kind("publisher", L.publisher),
-    Kind("production_company", L.production_company), Kind("organizer", L.organizer),
-    Kind("university", lambda c, r: c.providers.people.university()),
-    Kind("brand", L.brand), Kind("model", L.model_name),
-    Kind("home_team", lambda c, r: L.teams(c, r)[0][1]), Kind("away_team", lambda c, r: L.teams(c, r)[1][1]),
-    Kind("job", lambda c, r: c.fake.job()),
+    Kind("person", L.other_person, F.PERSON_NAME_FORMATS, recase=True),
+    words("given_name", L.given_name), words("family_name", L.family_name),
+    words("artist", L.artist),
+    words("organisation", L.organisation), words("publisher", L.publisher),
+    words("production_company", L.production_company), words("organizer", L.organizer),
+    words("university", lambda c, r: c.providers.people.university()),
+    words("brand", L.brand), Kind("model", L.model_name),
+    words("home_team", lambda c, r: L.teams(c, r)[0][1]), words("away_team", lambda c, r: L.teams(c, r)[1][1]),
+    words("job", lambda c, r: c.fake.job()),
     Kind("credential", L.pick(vocab.CREDENTIALS)),
     Kind("gender", L.gender, F.GENDER_FORMATS, lambda c: (0, 1, 2)),
     # places
     Kind("street", lambda c, r: L.address(c, r)["street"]),
-    Kind("city", lambda c, r: L.address(c, r)["city"]),
+    words("city", lambda c, r: L.address(c, r)["city"]),
     Kind("postcode", lambda c, r: L.address(c, r)["postcode"],
-         (F.as_is, lambda c, p: f"{c.country}-{p}"), lambda c: (0,), (1,)),
-    Kind("region", lambda c, r: L.address(c, r)["region"]),
+         (F.as_is, lambda c, p: f"{c.geo.country}-{p}"), lambda c: (0,), (1,)),
+    Kind("region", lambda c, r: L.address(c, r),
+         (lambda c, a: a["region"], lambda c, a: a["region_code"], lambda c, a: a["region_code"].split("-")[-1]),
+         lambda c: (0, 0, 0, 1, 2), recase=True),
     Kind("country", lambda c, r: r.get("country", lambda: L.country_code(c, r, 0.9)), F.COUNTRY_FORMATS,
-         hard_preferred=(1,)),
-    Kind("nationality", lambda c, r: L.country_code(c, r, 0.6), F.COUNTRY_FORMATS, hard_preferred=(1,)),
-    Kind("origin_country", lambda c, r: L.country_code(c, r, 0.4), F.COUNTRY_FORMATS, hard_preferred=(1,)),
-    Kind("address", L.address, F.ADDRESS_FORMATS),
-    Kind("birth_place", lambda c, r: c.fake.city()),
-    Kind("venue", L.pattern(vocab.VENUE_PATTERNS + vocab.NEUTRAL_PLACE_PATTERNS[:6])),
-    Kind("event_city", lambda c, r: L.address(c, r)["city"]),
+         lambda c: (0, 3, 3, 1, 2), hard_preferred=(1,), recase=True),
+    Kind("nationality", lambda c, r: L.country_code(c, r, 0.6), F.COUNTRY_FORMATS, lambda c: (0, 3, 3, 1, 2),
+         hard_preferred=(1,), recase=True),
+    Kind("origin_country", lambda c, r: L.country_code(c, r, 0.4), F.COUNTRY_FORMATS, lambda c: (0, 3, 3, 1, 2),
+         hard_preferred=(1,), recase=True),
+    Kind("address", L.address, F.ADDRESS_FORMATS, lambda c: (0, 0, 1, 2, 3, 4)),
+    words("birth_place", lambda c, r: L.city(c)),
+    words("venue", L.pattern(vocab.VENUE_PATTERNS + vocab.NEUTRAL_PLACE_PATTERNS[:6])),
+    words("event_city", lambda c, r: L.address(c, r)["city"]),
     Kind("home_venue", lambda c, r: c.rng.choice(("{c} Arena", "Stadion {c}", "{c} Stadium", "Sportpark {c}"))
          .format(c=L.teams(c, r)[0][0])),
     Kind("home_city", lambda c, r: L.teams(c, r)[0][0]),
@@ -159,7 +173,8 @@ K: dict[str, Kind] = {k.name: k for k in (
     time_kind("opens", L.opening_time), time_kind("closes", L.closing_time),
     Kind("opening_hours", L.opening_spans, F.OPENING_HOURS_FORMATS, lambda c: (0, 0, 1, 2)),
     Kind("day_of_week", L.latent("day", lambda c, r: c.rng.randint(0, 6)), F.DAY_FORMATS,
-         lambda c: (0, 1, 2, 3)),
+         by_locale(F.PREFERRED_DAY, (0, 1, 2, 3))),
+    Kind("event_weekday", L.event_weekday, F.DAY_FORMATS, by_locale(F.PREFERRED_DAY, (0, 4))),
     Kind("movie_duration", L.minutes("duration", 75, 185, 1), *DURATION),
     Kind("episode_duration", L.minutes("duration", 20, 65, 1), *DURATION),
     Kind("prep_time", L.minutes("prep", 5, 60), *DURATION),
@@ -179,7 +194,7 @@ K: dict[str, Kind] = {k.name: k for k in (
     Kind("admission_price", L.price(3, 25), *MONEY),
     Kind("price_range", L.price_range, F.PRICE_RANGE_FORMATS, lambda c: (0, 0, 1, 2), (0, 4, 6)),
     Kind("salary", L.salary, F.SALARY_FORMATS),
-    Kind("currency", lambda c, r: (c.currency,), F.CURRENCY_FORMATS, lambda c: (0,)),
+    Kind("currency", L.price_currency, F.CURRENCY_FORMATS, lambda c: (0, 0, 0, 4)),
     Kind("currencies", L.currencies, F.CURRENCY_FORMATS, lambda c: (0, 3)),
     Kind("product_weight", GRAMS_PRODUCT, F.MASS_FORMATS, lambda c: (0, 1, 3)),
     Kind("person_weight", L.latent("weight", lambda c, r: c.rng.randint(45, 120) * 1000), F.MASS_FORMATS,
@@ -212,22 +227,52 @@ K: dict[str, Kind] = {k.name: k for k in (
     enum_kind("item_condition", "OfferItemCondition"), enum_kind("book_format", "BookFormatType"),
     enum_kind("attendance_mode", "EventAttendanceModeEnumeration"), enum_kind("diet", "RestrictedDiet"),
     Kind("delivery", L.delivery_method, F.DELIVERY_FORMATS, lambda c: (0, 1)),
-    Kind("boolean", L.pick(vocab.ENUMS["Boolean"]), F.BOOLEAN_FORMATS, lambda c: (0, 1, 5)),
+    Kind("boolean", L.flag, F.BOOLEAN_FORMATS, lambda c: (7, 7, 7, 7, 0, 1, 5)),
     Kind("language", L.language, F.LANGUAGE_FORMATS, lambda c: (0, 1, 2), hard_preferred=(0, 5)),
     Kind("languages", L.languages, tuple((lambda f: lambda c, codes: ", ".join(f(c, x) for x in codes))(f)
                                         for f in F.LANGUAGE_FORMATS[:4]), lambda c: (2, 0)),
     # categories and genres
-    Kind("book_genre", L.pick(vocab.BOOK_GENRES)), Kind("movie_genre", L.pick(vocab.MOVIE_GENRES)),
-    Kind("music_genre", L.pick(vocab.MUSIC_GENRES)), Kind("work_genre", L.pick(vocab.CREATIVE_WORK_GENRES)),
+    words("book_genre", L.pick(vocab.BOOK_GENRES)), words("movie_genre", L.pick(vocab.MOVIE_GENRES)),
+    words("music_genre", L.pick(vocab.MUSIC_GENRES)), words("work_genre", L.pick(vocab.CREATIVE_WORK_GENRES)),
     Kind("content_rating", L.pick(vocab.CONTENT_RATINGS)),
-    Kind("cuisine", L.some(vocab.CUISINES, 1, 2), F.joined(", ", " / ", " | "), lambda c: (0,)),
-    Kind("recipe_category", L.pick(vocab.RECIPE_CATEGORIES)),
-    Kind("cooking_method", L.pick(vocab.COOKING_METHODS)),
-    Kind("employment_type", L.pick(vocab.EMPLOYMENT_TYPES)),
+    Kind("cuisine", L.some(vocab.CUISINES, 1, 2), F.joined(", ", " / ", " | "), lambda c: (0,), recase=True),
+    words("recipe_category", L.pick(vocab.RECIPE_CATEGORIES)),
+    words("cooking_method", L.pick(vocab.COOKING_METHODS)),
+    words("employment_type", L.pick(vocab.EMPLOYMENT_TYPES)),
     Kind("amenities", L.some(vocab.AMENITIES, 1, 4), F.joined(", ", " | ", "; "), lambda c: (0,)),
     Kind("payment", L.some(vocab.PAYMENT_METHODS, 1, 5), F.joined(", ", " | ", "; ", " / "), lambda c: (0,)),
-    Kind("colour", lambda c, r: c.providers.text.color() if c.rng.random() < 0.5 else c.fake.color_name()),
-    Kind("material", L.pick(vocab.MATERIALS)),
+    words("colour", lambda c, r: c.providers.text.color() if c.rng.random() < 0.5 else c.fake.color_name()),
+    words("material", L.pick(vocab.MATERIALS)),
+    # registries and directories: sizes, years, codes, measures
+    count_kind("population", L.count("population", 300, 5e6)),
+    count_kind("employees", L.count("employees", 3, 60000)),
+    count_kind("rooms", L.count("rooms", 8, 900)),
+    count_kind("seats", L.count("seats", 12, 400)),
+    count_kind("capacity", L.count("capacity", 50, 90000)),
+    count_kind("visitors", L.count("visitors", 1500, 5e6)),
+    Kind("small_number", lambda c, r: c.rng.randint(1, 16)),
+    Kind("founding_year", L.year("founded", 1150, 2022)),
+    Kind("model_year", L.year("model_year", 1968, 2025)),
+    Kind("measure", L.measure(6, 60), F.MEASURE_FORMATS, lambda c: (1, 0)),
+    Kind("area", L.area_km2, F.AREA_FORMATS, lambda c: (0, 1, 2, 3)),
+    Kind("elevation", L.elevation_m, F.ELEVATION_FORMATS, lambda c: (0, 1, 2, 4)),
+    Kind("identifier", L.identifier("a")), Kind("identifier_b", L.identifier("b")),
+    Kind("time_zone", lambda c, r: c.fake.timezone()),
+    Kind("local_currency", L.currency_code, F.CURRENCY_CODE_FORMATS, lambda c: (0, 0, 0, 4)),
+    Kind("spoken_languages", L.spoken_languages, F.joined(", ", "; ", " / "), lambda c: (0,)),
+    words("place_category", L.pick(vocab.PLACE_CATEGORIES)),
+    # columns of tables whose subject is a country, a postcode, an organisation or a team
+    Kind("country_code_2", lambda c, r: L.listed_country(c, r).alpha_2_code, (F.COUNTRY_FORMATS[1],)),
+    Kind("country_code_3", lambda c, r: L.listed_country(c, r).alpha_2_code, (F.COUNTRY_FORMATS[2],)),
+    words("capital", lambda c, r: L.listed_country(c, r).capital),
+    count_kind("country_population", L.count("population", 5e4, 1.4e9)),
+    Kind("country_area", L.latent("area", lambda c, r: round(L.log_uniform(c, 300, 1.7e7))), F.AREA_FORMATS,
+         lambda c: (0, 1, 2)),
+    Kind("country_currency", L.listed_country_currency, F.CURRENCY_FORMATS, lambda c: (0, 0, 2)),
+    words("team_city", lambda c, r: L.teams(c, r)[0][0]),
+    words("team_venue", lambda c, r: c.rng.choice(("{c} Arena", "Stadion {c}", "{c} Stadium", "{c} Center",
+                                                  "{c} Coliseum")).format(c=L.teams(c, r)[0][0])),
+    words("org_category", L.pick(vocab.ORGANISATION_CATEGORIES)),
     # works
     Kind("series", L.series), Kind("album", L.album),
     Kind("track", lambda c, r: L.creative_title(c, vocab.RECORDING_TITLE_CUES)),
@@ -242,6 +287,17 @@ K: dict[str, Kind] = {k.name: k for k in (
     Kind("education", L.pick(vocab.EDUCATION_REQUIREMENTS)), Kind("experience", L.experience),
     Kind("work_hours", L.pick(vocab.WORK_HOURS)),
 )}
+
+
+# subjects of the tables a domain's sites also publish (see `domains.SubjectVariant`)
+OTHER_SUBJECTS: dict[str, Kind] = {
+    "country": Kind("country_subject", lambda c, r: L.listed_country(c, r).alpha_2_code,
+                    (F.COUNTRY_FORMATS[0], F.COUNTRY_FORMATS[3], F.COUNTRY_FORMATS[4]), lambda c: (0, 1, 1),
+                    recase=True),
+    "postcode": Kind("postcode_subject", L.latent("name", lambda c, r: L.address(c, r)["postcode"])),
+    "organisation": subject("organisation_subject", L.organisation),
+    "team": subject("team_subject", lambda c, r: L.teams(c, r)[0][1]),
+}
 
 
 # domain → the kind of its `description` column

@@ -167,27 +167,52 @@ def other_person(ctx: TableContext, row: Row) -> tuple[str, str]:
     return ctx.fake.first_name(), ctx.fake.last_name()
 
 
+def city(ctx: TableContext) -> str:
+    """A city of the table's geography: mimesis's real place names, or Faker's at home."""
+    geo = ctx.geo
+    if geo.home and ctx.rng.random() < 0.3:
+        return ctx.fake.city()
+    return geo.namer.city().strip()
+
+
 def address(ctx: TableContext, row: Row) -> dict[str, str]:
+    """Street, city, postcode, region (name and code) of one place, all in the table's geography."""
     def make() -> dict[str, str]:
-        f = ctx.fake
-        try:
-            region = f.administrative_unit()
-        except AttributeError:
-            region = f.city()
-        return {"street": f.street_address().replace("\n", " "), "city": f.city(),
-                "postcode": f.postcode(), "region": region}
+        geo = ctx.geo
+        if geo.home and ctx.rng.random() < 0.5:
+            f = ctx.fake
+            try:
+                region = f.administrative_unit()
+            except AttributeError:
+                region = f.city()
+            street, town, postcode = f.street_address().replace("\n", " "), f.city(), f.postcode()
+        else:
+            a = geo.namer
+            street, town, postcode, region = a.address(), a.city().strip(), a.postal_code(), a.state()
+        code = ctx.fake.state_abbr() if geo.home and ctx.country == "US" else geo.namer.state(abbr=True)
+        return {"street": street, "city": town, "postcode": postcode, "region": region, "region_code": code}
     return row.get("address", make)
 
 
+def world_country(ctx: TableContext) -> str:
+    """ISO alpha-2 of any of Faker's 195 countries (most have no entry in `vocab.COUNTRIES`)."""
+    return ctx.rng.choice(F.WORLD_COUNTRIES).alpha_2_code
+
+
 def country_code(ctx: TableContext, row: Row, share_local: float) -> str:
+    """The table's country (its geography's) at rate `share_local`; else any country, the
+    better-known ones more often."""
     if ctx.rng.random() < share_local:
-        return ctx.country
-    return ctx.rng.choice(vocab.COUNTRIES)[0]
+        return ctx.geo.country
+    if ctx.rng.random() < 0.5:
+        return ctx.rng.choice(vocab.COUNTRIES)[0]
+    return world_country(ctx)
 
 
 def lat_lon(ctx: TableContext, row: Row) -> tuple[float, float]:
+    """Coordinates inside the bounding box of the table's geography."""
     def make() -> tuple[float, float]:
-        lat0, lat1, lon0, lon1 = ctx.facts[2]
+        lat0, lat1, lon0, lon1 = ctx.geo.bbox
         return ctx.rng.uniform(lat0, lat1), ctx.rng.uniform(lon0, lon1)
     return row.get("latlon", make)
 
@@ -332,8 +357,29 @@ def job_name(ctx: TableContext, row: Row) -> str:
 
 
 def event_name(ctx: TableContext, row: Row) -> str:
+    """An event's name; some tables list named days (holidays, feasts, observances) instead,
+    mostly in the site's language."""
+    if ctx.table_value("observances", lambda: ctx.rng.random() < 0.15):
+        lang = ctx.table_value("observance_lang", lambda: ctx.lang if ctx.rng.random() < 0.7 else "en")
+        patterns = vocab.OBSERVANCE_PATTERNS.get(lang, vocab.OBSERVANCE_PATTERNS["en"])
+        return fill(ctx, ctx.rng.choice(patterns))
     patterns = vocab.EVENT_PATTERNS if ctx.cue() else vocab.NEUTRAL_EVENT_PATTERNS
     return fill(ctx, ctx.rng.choice(patterns))
+
+
+PLACE_KINDS = ("landmark", "landmark", "hub", "settlement", "settlement")
+
+
+def place_subject(ctx: TableContext, row: Row) -> str:
+    """A Place's name: a landmark ("Lake X"), a transport hub ("X Airport") or a settlement
+    (a town or region), one kind per table. Hubs and landmarks carry their clue only when the
+    table gives clues; settlement names never do."""
+    kind = ctx.table_value("place_kind", lambda: ctx.rng.choice(PLACE_KINDS))
+    if kind == "settlement":
+        return fill(ctx, ctx.rng.choice(vocab.SETTLEMENT_PATTERNS))
+    if not ctx.cue():
+        return fill(ctx, ctx.rng.choice(vocab.NEUTRAL_PLACE_PATTERNS))
+    return fill(ctx, ctx.rng.choice(vocab.HUB_PATTERNS if kind == "hub" else vocab.PLACE_PATTERNS))
 
 
 def sports_event_name(ctx: TableContext, row: Row) -> str:
@@ -356,9 +402,13 @@ def album(ctx: TableContext, row: Row) -> str:
 
 
 def organisation(ctx: TableContext, row: Row) -> str:
-    """A company; in corner cases mostly bare names ("Boskalis") that could as well be brands."""
-    if ctx.rng.random() < (0.7 if ctx.hard else 0.3):
+    """A company, bank, school or agency; in corner cases mostly bare names ("Boskalis") that
+    could as well be brands."""
+    r = ctx.rng.random()
+    if r < (0.7 if ctx.hard else 0.3):
         return ctx.providers.finance.company()
+    if not ctx.hard and r < 0.5:
+        return fill(ctx, ctx.rng.choice(vocab.INSTITUTION_PATTERNS))
     return ctx.fake.company()
 
 
@@ -519,7 +569,16 @@ def unit(ctx: TableContext, row: Row) -> tuple[str, str]:
 
 def currencies(ctx: TableContext, row: Row) -> tuple[str, ...]:
     others = [c[0] for c in vocab.CURRENCIES[:4] if c[0] != ctx.currency]
+    if ctx.rng.random() < 0.3:
+        others.append(ctx.rng.choice(F.WORLD_CURRENCIES)[0])
     return (ctx.currency, *ctx.rng.sample(others, ctx.rng.choice((0, 0, 1, 2))))
+
+
+def price_currency(ctx: TableContext, row: Row) -> tuple[str]:
+    """The site's currency; a marketplace's rows may each have their own."""
+    if ctx.table_value("multi_currency", lambda: ctx.rng.random() < 0.2):
+        return (currency_code(ctx, row),)
+    return (ctx.currency,)
 
 
 # ----------------------------------------------------------------------------- lists and texts
@@ -571,3 +630,88 @@ def experience(ctx: TableContext, row: Row) -> str:
     n = ctx.rng.randint(1, 8)
     return fill(ctx, ctx.rng.choice(vocab.EXPERIENCE_REQUIREMENTS), n=n, m=n + ctx.rng.randint(1, 4),
                 field=ctx.rng.choice(vocab.EXPERIENCE_FIELDS))
+
+
+# ----------------------------------------------------------------------------- registries: counts, codes, flags
+
+
+def count(key: str, low: float, high: float) -> Draw:
+    """A whole number, log-uniform in [low, high] (sizes of towns, firms, venues, crowds)."""
+    return latent(key, lambda c, r: int(round(log_uniform(c, low, high))))
+
+
+def year(key: str, first: int, last: int) -> Draw:
+    """A year (founded, built, admitted), later years likelier."""
+    return latent(key, lambda c, r: last - int((last - first) * c.rng.random() ** 1.6))
+
+
+def measure(low: float, high: float) -> Draw:
+    """A unitless decimal measurement (fuel economy, a score, a ratio)."""
+    return lambda c, r: round(c.rng.uniform(low, high), c.rng.choice((1, 1, 2)))
+
+
+def area_km2(ctx: TableContext, row: Row) -> float:
+    """Square kilometres: parks and districts to countries, one scale per table."""
+    low, high = ctx.table_value("area_scale", lambda: ctx.rng.choice(((0.5, 200), (20, 20_000),
+                                                                        (500, 2_000_000))))
+    return row.get("area", lambda: round(log_uniform(ctx, low, high), 1))
+
+
+def elevation_m(ctx: TableContext, row: Row) -> float:
+    """Metres above sea level: mostly low, a few mountains."""
+    return row.get("elevation", lambda: max(-20.0, round(ctx.rng.expovariate(1 / 350.0))))
+
+
+def identifier(column: str) -> Draw:
+    """A code in one style per table and column (see `vocab.IDENTIFIER_STYLES`); some registries
+    number their rows in sequence ("001", "002", …), as FIPS or catalogue numbers do."""
+    def draw(ctx: TableContext, row: Row) -> str:
+        style = ctx.table_value(f"id_style/{column}", lambda: ctx.rng.choice(vocab.IDENTIFIER_STYLES))
+        if set(style) == {"9"} and ctx.table_value(f"id_sequence/{column}", lambda: ctx.rng.random() < 0.3):
+            start = ctx.table_value(f"id_start/{column}", lambda: ctx.rng.randint(0, 10 ** (len(style) - 1)))
+            step = ctx.table_value(f"id_step/{column}", lambda: ctx.rng.choice((1, 1, 2, 3, 5, 10)))
+            return f"{(start + step * (row.index + 1)) % 10 ** len(style):0{len(style)}d}"
+        return F.identifier_from_style(ctx, style)
+    return draw
+
+
+def flag(ctx: TableContext, row: Row) -> tuple[str, str]:
+    """A yes/no fact as ("True", "yes") or ("False", "no") (the `vocab.ENUMS["Boolean"]` members);
+    one table's column leans one way (most states are not territories)."""
+    share = ctx.table_value("flag_share", lambda: ctx.rng.choice((0.05, 0.2, 0.5, 0.8, 0.95)))
+    return vocab.ENUMS["Boolean"][0 if ctx.rng.random() < share else 1]
+
+
+def event_weekday(ctx: TableContext, row: Row) -> int:
+    return event_start(ctx, row).weekday()
+
+
+def currency_code(ctx: TableContext, row: Row) -> str:
+    """An ISO 4217 code: the table's geography's currency mostly, else any of Faker's."""
+    if ctx.rng.random() < 0.6:
+        return vocab.COUNTRY_FACTS[ctx.geo.country][1]
+    return ctx.rng.choice(F.WORLD_CURRENCIES)[0]
+
+
+def spoken_languages(ctx: TableContext, row: Row) -> tuple[str, ...]:
+    """One to three language names, in the site's language (mimesis) or in English (Faker)."""
+    local = ctx.table_value("language_names_local", lambda: ctx.rng.random() < 0.5)
+    n = ctx.rng.choice((1, 1, 1, 2, 3))
+    if local:
+        return tuple(dict.fromkeys(ctx.providers.people.language() for _ in range(n)))
+    return tuple(dict.fromkeys(ctx.rng.choice(F.WORLD_LANGUAGE_NAMES) for _ in range(n)))
+
+
+# ----------------------------------------------------------------------------- other subjects
+
+
+def listed_country(ctx: TableContext, row: Row):
+    """The country a row of a country table is about: one of Faker's 195 (name, codes, capital)."""
+    return row.get("listed_country", lambda: ctx.rng.choice(F.WORLD_COUNTRIES))
+
+
+def listed_country_currency(ctx: TableContext, row: Row) -> tuple[str]:
+    code = listed_country(ctx, row).alpha_2_code
+    if code in vocab.COUNTRY_FACTS:
+        return (vocab.COUNTRY_FACTS[code][1],)
+    return (ctx.rng.choice(F.WORLD_CURRENCIES)[0],)

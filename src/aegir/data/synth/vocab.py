@@ -110,6 +110,25 @@ COUNTRIES: tuple[tuple[str, ...], ...] = (
     ("NO", "NOR", "Norway", "Norwegen", "Norvège", "Noruega", "Norvegia", "Noorwegen"),
     ("GR", "GRC", "Greece", "Griechenland", "Grèce", "Grecia", "Grecia", "Griekenland"),
     ("KR", "KOR", "South Korea", "Südkorea", "Corée du Sud", "Corea del Sur", "Corea del Sud", "Zuid-Korea"),
+    ("CZ", "CZE", "Czechia", "Tschechien", "Tchéquie", "Chequia", "Cechia", "Tsjechië"),
+    ("FI", "FIN", "Finland", "Finnland", "Finlande", "Finlandia", "Finlandia", "Finland"),
+    ("HU", "HUN", "Hungary", "Ungarn", "Hongrie", "Hungría", "Ungheria", "Hongarije"),
+    ("HR", "HRV", "Croatia", "Kroatien", "Croatie", "Croacia", "Croazia", "Kroatië"),
+    ("SK", "SVK", "Slovakia", "Slowakei", "Slovaquie", "Eslovaquia", "Slovacchia", "Slowakije"),
+    ("EE", "EST", "Estonia", "Estland", "Estonie", "Estonia", "Estonia", "Estland"),
+    ("IS", "ISL", "Iceland", "Island", "Islande", "Islandia", "Islanda", "IJsland"),
+    ("TR", "TUR", "Turkey", "Türkei", "Turquie", "Turquía", "Turchia", "Turkije"),
+    ("RU", "RUS", "Russia", "Russland", "Russie", "Rusia", "Russia", "Rusland"),
+    ("UA", "UKR", "Ukraine", "Ukraine", "Ukraine", "Ucrania", "Ucraina", "Oekraïne"),
+    ("KZ", "KAZ", "Kazakhstan", "Kasachstan", "Kazakhstan", "Kazajistán", "Kazakistan", "Kazachstan"),
+    ("AZ", "AZE", "Azerbaijan", "Aserbaidschan", "Azerbaïdjan", "Azerbaiyán", "Azerbaigian", "Azerbeidzjan"),
+    ("AE", "ARE", "United Arab Emirates", "Vereinigte Arabische Emirate", "Émirats arabes unis",
+     "Emiratos Árabes Unidos", "Emirati Arabi Uniti", "Verenigde Arabische Emiraten"),
+    ("EG", "EGY", "Egypt", "Ägypten", "Égypte", "Egipto", "Egitto", "Egypte"),
+    ("MA", "MAR", "Morocco", "Marokko", "Maroc", "Marruecos", "Marocco", "Marokko"),
+    ("DZ", "DZA", "Algeria", "Algerien", "Algérie", "Argelia", "Algeria", "Algerije"),
+    ("SA", "SAU", "Saudi Arabia", "Saudi-Arabien", "Arabie saoudite", "Arabia Saudita", "Arabia Saudita",
+     "Saoedi-Arabië"),
 )
 COUNTRY_NAME_COLUMN = {"en": 2, "de": 3, "fr": 4, "es": 5, "it": 6, "nl": 7}
 
@@ -139,7 +158,38 @@ COUNTRY_FACTS: dict[str, tuple[str, str, tuple[float, float, float, float], str]
     "CN": ("86", "CNY", (22.0, 45.0, 100.0, 122.0), "+08:00"),
     "KR": ("82", "KRW", (34.5, 38.0, 126.0, 129.5), "+09:00"),
     "IN": ("91", "INR", (8.0, 32.0, 70.0, 90.0), "+05:30"),
+    "GR": ("30", "EUR", (35.0, 41.5, 20.0, 28.0), "+03:00"),
+    "CZ": ("420", "CZK", (48.6, 51.0, 12.1, 18.8), "+02:00"),
+    "FI": ("358", "EUR", (59.8, 69.9, 20.6, 31.5), "+03:00"),
+    "HU": ("36", "HUF", (45.8, 48.5, 16.1, 22.9), "+02:00"),
+    "HR": ("385", "EUR", (42.4, 46.5, 13.5, 19.4), "+02:00"),
+    "SK": ("421", "EUR", (47.8, 49.6, 16.8, 22.5), "+02:00"),
+    "EE": ("372", "EUR", (57.5, 59.6, 21.8, 28.2), "+03:00"),
+    "IS": ("354", "ISK", (63.4, 66.5, -24.5, -13.5), "+00:00"),
+    "TR": ("90", "TRY", (36.0, 42.0, 26.0, 44.8), "+03:00"),
+    "RU": ("7", "RUB", (43.0, 68.0, 28.0, 135.0), "+03:00"),
+    "UA": ("380", "UAH", (44.4, 52.3, 22.2, 40.2), "+03:00"),
+    "KZ": ("7", "KZT", (40.6, 55.4, 46.5, 87.3), "+05:00"),
+    "AZ": ("994", "AZN", (38.4, 41.9, 44.8, 50.4), "+04:00"),
+    "AE": ("971", "AED", (22.6, 26.1, 51.6, 56.4), "+04:00"),
+    "EG": ("20", "EGP", (22.0, 31.6, 25.0, 35.0), "+03:00"),
+    "MA": ("212", "MAD", (27.7, 35.9, -13.2, -1.0), "+01:00"),
+    "DZ": ("213", "DZD", (19.0, 37.0, -8.6, 12.0), "+01:00"),
+    "SA": ("966", "SAR", (16.4, 32.1, 34.5, 55.6), "+03:00"),
 }
+
+# Countries whose places (cities, regions, streets, postcodes) mimesis can name, by its locale.
+# A table about places abroad draws them from here (see `context.GeoFrame`); the non-Latin
+# scripts are rarer, as on the mostly Western sites the benchmark imitates.
+PLACE_LOCALES: dict[str, str] = {
+    "US": "en", "GB": "en-gb", "DE": "de", "FR": "fr", "ES": "es", "IT": "it", "NL": "nl",
+    "AT": "de-at", "CH": "de-ch", "BE": "nl-be", "CA": "en-ca", "AU": "en-au", "BR": "pt-br",
+    "MX": "es-mx", "SE": "sv", "PT": "pt", "PL": "pl", "DK": "da", "NO": "no", "CZ": "cs",
+    "FI": "fi", "HU": "hu", "HR": "hr", "SK": "sk", "EE": "et", "IS": "is", "TR": "tr", "AZ": "az",
+    "GR": "el", "RU": "ru", "UA": "uk", "KZ": "kk", "JP": "ja", "CN": "zh", "KR": "ko",
+    "AE": "ar-ae", "EG": "ar-eg", "MA": "ar-ma", "DZ": "ar-dz", "SA": "ar-sa",
+}
+NON_LATIN_PLACES = ("GR", "RU", "UA", "KZ", "JP", "CN", "KR", "AE", "EG", "MA", "DZ", "SA")
 
 # language code, English name, native name, ISO 639-2
 LANGUAGES: tuple[tuple[str, str, str, str], ...] = (
@@ -160,6 +210,11 @@ CURRENCIES: tuple[tuple[str, str, str], ...] = (
     ("PLN", "zł", "Polish Złoty"), ("DKK", "kr.", "Danish Krone"), ("NOK", "kr", "Norwegian Krone"),
     ("BRL", "R$", "Brazilian Real"), ("MXN", "MX$", "Mexican Peso"), ("CNY", "CN¥", "Chinese Yuan"),
     ("KRW", "₩", "South Korean Won"), ("INR", "₹", "Indian Rupee"),
+    ("CZK", "Kč", "Czech Koruna"), ("HUF", "Ft", "Hungarian Forint"), ("ISK", "kr", "Icelandic Króna"),
+    ("TRY", "₺", "Turkish Lira"), ("RUB", "₽", "Russian Ruble"), ("UAH", "₴", "Ukrainian Hryvnia"),
+    ("KZT", "₸", "Kazakhstani Tenge"), ("AZN", "₼", "Azerbaijani Manat"), ("AED", "AED", "UAE Dirham"),
+    ("EGP", "E£", "Egyptian Pound"), ("MAD", "MAD", "Moroccan Dirham"), ("DZD", "DA", "Algerian Dinar"),
+    ("SAR", "SAR", "Saudi Riyal"),
 )
 
 # ----------------------------------------------------------------------------- commerce
@@ -505,3 +560,101 @@ NEUTRAL_DESCRIPTIONS = (  # no domain clue: shared by Book, Event, Hotel, JobPos
     "Limited availability. Book early to avoid disappointment.",
     "Ideal for beginners and experts alike.",
 )
+
+# ----------------------------------------------------------------------------- named days, places, codes
+# Named days recur every year in every country (holidays, observances, feast days): their
+# names look like nothing else, in the site's own language. Patterns, not a list of any
+# country's real public holidays.
+
+SAINTS = ("Stephen", "Patrick", "George", "Andrew", "David", "Joseph", "John", "Nicholas",
+          "Martin", "Lucy", "Valentine", "Michael", "Anne", "Peter and Paul", "Catherine")
+OBSERVANCE_PATTERNS: dict[str, tuple[str, ...]] = {
+    "en": ("{Saint}'s Day", "Feast of {Saint}", "National {Noun} Day", "{Season} Bank Holiday",
+           "International {Topic} Day", "{City} Day", "Day of the {Noun}", "{Ordinal} Day of {Season}",
+           "Remembrance of the {Noun}", "{Noun} Festival", "Founders' Day", "Heritage Day",
+           "Independence Day", "Labour Day", "New Year's Day", "Boxing Day", "Good Friday"),
+    "de": ("Tag der {NounDe}", "Sankt {SaintDe}", "{SaintDe}stag", "{City}er Stadtfest",
+           "Fest der {NounDe}", "Gedenktag der {NounDe}", "Neujahr", "Karfreitag", "Ostermontag",
+           "Pfingstmontag", "Fronleichnam", "Buß- und Bettag", "Heilige Drei Könige"),
+    "fr": ("Fête de la {NounFr}", "Fête de {SaintFr}", "Journée de la {NounFr}", "Saint-{SaintFr}",
+           "Jour de l'an", "Lundi de Pâques", "Fête du Travail", "Assomption", "Toussaint",
+           "Fête des {NounsFr}"),
+    "es": ("Día de {SaintEs}", "Día de la {NounEs}", "Fiesta de {SaintEs}", "Fiesta de la {NounEs}",
+           "Año Nuevo", "Viernes Santo", "Jueves Santo", "Día de Reyes", "Fiesta Nacional"),
+    "it": ("Festa di {SaintIt}", "Festa della {NounIt}", "Giornata della {NounIt}", "Capodanno",
+           "Pasquetta", "Ferragosto", "Ognissanti", "Santo Stefano"),
+    "nl": ("{SaintNl}dag", "Dag van de {NounNl}", "Feest van {SaintNl}", "Nieuwjaarsdag",
+           "Tweede Paasdag", "Hemelvaartsdag", "Tweede Pinksterdag"),
+}
+SAINTS_BY_LANG = {
+    "SaintDe": ("Martin", "Nikolaus", "Stephan", "Georg", "Josef", "Michael", "Florian", "Leopold"),
+    "SaintFr": ("Jean", "Martin", "Nicolas", "Étienne", "Joseph", "Michel", "Catherine", "Louis"),
+    "SaintEs": ("San José", "San Juan", "Santiago", "San Isidro", "San Pedro", "Santa Lucía", "San Fermín"),
+    "SaintIt": ("San Giuseppe", "San Giovanni", "San Marco", "Sant'Ambrogio", "San Gennaro", "Santa Lucia"),
+    "SaintNl": ("Sint-Maarten", "Sinterklaas", "Sint-Jan", "Sint-Joris", "Koningin", "Bevrijdings"),
+}
+NOUNS_BY_LANG = {
+    "NounDe": ("Arbeit", "Einheit", "Verfassung", "Befreiung", "Republik", "Jugend", "Umwelt"),
+    "NounFr": ("Musique", "Victoire", "Libération", "République", "Fédération", "Jeunesse"),
+    "NounsFr": ("Mères", "Pères", "Vendanges", "Lumières"),
+    "NounEs": ("Constitución", "Independencia", "Hispanidad", "Madre", "Virgen", "Revolución"),
+    "NounIt": ("Liberazione", "Repubblica", "Unità", "Donna", "Mamma"),
+    "NounNl": ("Arbeid", "Bevrijding", "Koning", "Veteranen", "Dieren"),
+}
+ORDINAL_WORDS = ("First", "Second", "Third", "Last")
+
+# Transport hubs and settlements: a place table lists airports, stations, towns or regions.
+HUB_PATTERNS = ("{Town} Airport", "{Town} International Airport", "{Town} Regional Airport",
+                "{Town} Air Base", "{Town} Municipal Airport", "{Town} Airfield", "Aéroport de {Town}",
+                "Flughafen {Town}", "Aeropuerto de {Town}", "{Town} Central Station", "{Town} Hbf",
+                "Gare de {Town}", "Port of {Town}", "{Town} Heliport", "{Town}-{Town} Airport",
+                "{Last} Field", "{Town} {Last} Airport")
+SETTLEMENT_PATTERNS = ("{Town}", "{Town}", "{Town}", "{Town}", "{Region}", "{Town} ({Region})", "Greater {Town}",
+                       "{Town} County", "{Town} District", "{Town} Township", "Bad {Town}",
+                       "{Town}-sur-Mer", "{Town} Springs", "Port {Town}", "{Town} Heights", "{Town} City")
+INSTITUTION_PATTERNS = ("Bank of {Region}", "{Town} Savings Bank", "{Last} Bank", "Sparkasse {Town}",
+                        "Volksbank {Town}", "Banca {Last}", "Caisse d'Epargne {Region}", "{Last} Credit Union",
+                        "University of {Town}", "{Town} General Hospital", "{Town} City Council",
+                        "{Region} Tourism Board", "{Last} Foundation", "Institute of {Topic}",
+                        "{Town} Chamber of Commerce", "{Last} Group", "{Last} Holdings",
+                        "{Region} Transport Authority", "Banco {Last}", "Raiffeisenbank {Town}")
+
+# Identifiers: how sites and registries write codes. Each style is (pattern, case); in a
+# pattern, A is an upper-case letter, 9 a digit, X a letter or digit, other characters stay.
+IDENTIFIER_STYLES: tuple[str, ...] = (
+    "AAA", "AAAA", "AA", "AAAAAA99", "AAAAAA99XXX", "AAAAAAXX", "999", "9999", "99999", "999999",
+    "9999999", "99999999", "A9999", "AA-9999", "AAA-999", "A99-999", "AA999999", "99-9999999",
+    "AAA999", "X9X9X9", "ID-999999", "REF/9999/999", "tt9999999", "9999-9999", "AA/99/9999",
+    "A-99999", "99999-AAA", "XXXXXXXX", "999.999.999", "AA99 AAA",
+)
+
+# Booleans as sites write them, per language: (true, false) pairs.
+BOOLEAN_WORDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "en": (("Yes", "No"), ("yes", "no"), ("Y", "N"), ("true", "false"), ("True", "False"),
+           ("TRUE", "FALSE"), ("1", "0"), ("✓", "✗"), ("on", "off"), ("YES", "NO")),
+    "de": (("Ja", "Nein"), ("ja", "nein"), ("J", "N"), ("wahr", "falsch")),
+    "fr": (("Oui", "Non"), ("oui", "non"), ("O", "N"), ("vrai", "faux")),
+    "es": (("Sí", "No"), ("sí", "no"), ("S", "N"), ("verdadero", "falso")),
+    "it": (("Sì", "No"), ("sì", "no"), ("S", "N"), ("vero", "falso")),
+    "nl": (("Ja", "Nee"), ("ja", "nee"), ("J", "N"), ("waar", "onwaar")),
+}
+
+# Localised weekday abbreviations (Monday first) beside the full names in WEEKDAYS.
+WEEKDAY_ABBREVIATIONS: dict[str, tuple[str, ...]] = {
+    "en": ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"),
+    "de": ("Mo", "Di", "Mi", "Do", "Fr", "Sa", "So"),
+    "fr": ("lun.", "mar.", "mer.", "jeu.", "ven.", "sam.", "dim."),
+    "es": ("lun", "mar", "mié", "jue", "vie", "sáb", "dom"),
+    "it": ("lun", "mar", "mer", "gio", "ven", "sab", "dom"),
+    "nl": ("ma", "di", "wo", "do", "vr", "za", "zo"),
+}
+
+# Category vocabularies of registries and directories (a type, a class, a status).
+PLACE_CATEGORIES = ("City", "Town", "Village", "Municipality", "Capital", "Suburb", "Hamlet",
+                    "Borough", "County seat", "Island", "Region", "Province", "State", "Territory",
+                    "Standard", "PO Box", "Unique", "Military", "Small airport", "Medium airport",
+                    "Large airport", "Heliport", "Seaplane base", "Closed", "Stadt", "Gemeinde",
+                    "Commune", "Ville", "Municipio")
+ORGANISATION_CATEGORIES = ("Bank", "Savings bank", "Credit union", "Cooperative", "Public company",
+                           "Private company", "Non-profit", "Foundation", "GmbH", "AG", "SA", "Ltd",
+                           "LLC", "Branch", "Head office", "Subsidiary", "Government agency")
