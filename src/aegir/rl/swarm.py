@@ -1,0 +1,248 @@
+"""One Phase 4 update of the spawning policy and the merge, on cached sub-agent outputs.
+
+    rollouts    K rollouts of every table: count, specialist, deep sampled from the policy
+                (options above the step's budget cap masked out); the swarm's merged labels
+                from the cache (`swarm_logp`), argmax per column
+    rewards     r_perf (the table's F1 of the merged labels), r_parallel and r_finish
+                (`aegir.rl.rewards`), r = λ1·r_parallel + λ2·r_finish + r_perf
+    advantages  group-relative over the K rollouts of a table; every decision of a rollout
+                gets its table's r − mean (each changes every column)
+    loss        the token-level clipped loss over the policy's tokens (`aegir.rl.ppo`) +
+                ce_weight · CE of the merged log-probs on the gold labels (the merge's weights)
+
+r_parallel over sub-agents. The "specialists" of `share_term` are the `max_subagents` sub-agent
+slots, slot i used when the table spawned more than i: F = spawned / max, G = the policy's
+expected share; its target share (`rewards.target_share`) is the share of the budget a table
+should spawn, and above it more sub-agents lower the reward. The balance term runs over the
+specialist kinds the sub-agents instantiate (loads across specialists, as in Phase 3), not over
+slots, which fill in order by construction. r_finish: every column gets its argmax label, so
+completeness is 1 and only the degeneracy penalty moves it (every table of a batch spawning the
+same way).
+
+Departures: the labels are not sampled (they are the merge's argmax, and the merge learns by CE,
+not by policy gradient); there is no per-column credit (every token here is a table decision).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from aegir.data.batch import IGNORE_INDEX
+from aegir.rl.ppo import PPOStats, clipped_token_loss, group_advantages
+from aegir.rl.rewards import (
+    RewardConfig,
+    balance_term,
+    combine,
+    r_finish,
+    r_perf,
+    share_term,
+)
+from aegir.swarm.policy import PolicyDecision, SpawnPolicy
+from aegir.swarm.spawn import (
+    CacheKey,
+    SubagentCache,
+    SwarmMerge,
+    deep_subtasks,
+    spawned_logp,
+    wide_subtasks,
+)
+
+
+@dataclass
+class TableView:
+    """What Phase 4 knows of one table before spawning: from the frozen Phase 3 orchestrator.
+
+    cta_logp (C, n_cta), cpa_logp (C, n_cpa): its routed output's log-probs; hidden (D,): its
+    pooled encoder output; phase3_reads: read steps of the Phase 3 specialists it activated;
+    deep_columns: columns whose top-1 CTA label has a family; gold labels (C,) each;
+    stream_bytes: length of its shared stream; phase3_active: which Phase 3 specialists ran.
+    """
+
+    num_columns: int
+    cta_logp: torch.Tensor
+    cpa_logp: torch.Tensor
+    hidden: torch.Tensor
+    phase3_reads: tuple[int, ...]
+    deep_columns: tuple[int, ...]
+    cta_gold: torch.Tensor
+    cpa_gold: torch.Tensor
+    stream_bytes: int
+    phase3_active: tuple[bool, ...] = ()
+
+
+def decision_keys(table: int, view: TableView, subagents: int, specialist: str, deep: bool) -> list[CacheKey]:
+    """The cache keys one table's decision reads."""
+    keys = [(table, cols, specialist) for cols in wide_subtasks(view.num_columns, subagents)]
+    if deep:
+        keys += [(table, cols, specialist) for cols in deep_subtasks(view.deep_columns)]
+    return keys
+
+
+def swarm_logp(table: int, view: TableView, subagents: int, specialist: int, deep: bool, cache: SubagentCache,
+               merge: SwarmMerge, names: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The swarm's merged (CTA (C, n_cta), CPA (C, n_cpa)) log-probs of one table's decision:
+    the wide search's per-column merge, then (if `deep`) the coarse family and the fine stage."""
+    C, name = view.num_columns, names[specialist]
+    cta = F.log_softmax(merge.primary[0] * view.cta_logp, -1)
+    cpa = F.log_softmax(merge.primary[1] * view.cpa_logp, -1)
+    subtasks = wide_subtasks(C, subagents)
+    if subtasks:
+        outputs = [cache.get((table, cols, name)) for cols in subtasks]
+        sub_cta, covered = spawned_logp(C, outputs, subtasks, "cta")
+        sub_cpa, _ = spawned_logp(C, outputs, subtasks, "cpa")
+        cta = merge.wide_merge(view.cta_logp, sub_cta, covered, specialist, 0)
+        cpa = merge.wide_merge(view.cpa_logp, sub_cpa, covered, specialist, 1)
+    if deep and view.deep_columns:
+        family = merge.coarse_family(cta)  # the coarse decision, from the wide search's labels
+        subtasks = deep_subtasks(view.deep_columns)
+        outputs = [cache.get((table, cols, name)) for cols in subtasks]
+        deep_cta, covered = spawned_logp(C, outputs, subtasks, "cta")
+        deep_cpa, _ = spawned_logp(C, outputs, subtasks, "cpa")
+        cta = merge.deep_merge(cta, deep_cta, covered, specialist, 0, family)
+        cpa = merge.deep_merge(cpa, deep_cpa, covered, specialist, 1, None)
+    return cta, cpa
+
+
+def padded(rows: list[torch.Tensor], fill: float | int) -> torch.Tensor:
+    """Stack (C_i, …) tensors into (N, C_max, …), padding with `fill`."""
+    C = max(r.shape[0] for r in rows)
+    out = torch.full((len(rows), C, *rows[0].shape[1:]), fill, dtype=rows[0].dtype)
+    for i, r in enumerate(rows):
+        out[i, :r.shape[0]] = r
+    return out
+
+
+@dataclass(frozen=True)
+class SwarmSettings:
+    """The knobs of one update (params `phase4` and `rewards`)."""
+
+    rollouts: int
+    ce_weight: float
+    kl_coef: float
+    rewards: RewardConfig
+
+
+@dataclass
+class SwarmRollouts:
+    """A batch's K rollouts (rollout k of table b is row k·B + b), detached."""
+
+    tables: list[int]
+    count: torch.Tensor
+    specialist: torch.Tensor
+    deep: torch.Tensor
+    logp_old: torch.Tensor  # (K·B, 3): count, specialist, deep
+    tokens: torch.Tensor  # (K·B, 3) bool
+    advantage: torch.Tensor  # (K·B,)
+    rewards: dict[str, torch.Tensor]  # name → (K, B)
+    spawned: torch.Tensor  # (K·B,) sub-agents actually spawned
+
+
+def policy_inputs(views: list[TableView], rows: list[int], options: tuple[int, ...], max_count: int | None):
+    from aegir.swarm.policy import allowed_options
+
+    hidden = torch.stack([views[t].hidden for t in rows])
+    columns = torch.tensor([views[t].num_columns for t in rows])
+    width = SpawnPolicy.width_features(columns, torch.tensor([views[t].stream_bytes for t in rows]))
+    allowed = allowed_options(options, columns, max_count)
+    has_deep = torch.tensor([bool(views[t].deep_columns) for t in rows])
+    return hidden, width, allowed, has_deep
+
+
+def rewards_of(views: list[TableView], rows: list[int], merged: list[tuple[torch.Tensor, torch.Tensor]],
+               decision: PolicyDecision, spawned: torch.Tensor, max_subagents: int, num_specialists: int,
+               rc: RewardConfig) -> dict[str, torch.Tensor]:
+    """r_perf, r_parallel, r_finish of one rollout of the batch `rows` (module docstring), (B,) each."""
+    cta_pred = padded([m[0].argmax(-1) for m in merged], -1)
+    cpa_pred = padded([m[1].argmax(-1) for m in merged], -1)
+    cta_gold = padded([views[t].cta_gold for t in rows], IGNORE_INDEX)
+    cpa_gold = padded([views[t].cpa_gold for t in rows], IGNORE_INDEX)
+    column_mask = padded([torch.ones(views[t].num_columns, dtype=torch.bool) for t in rows], False)
+    perf = r_perf(cta_pred, cta_gold, cpa_pred, cpa_gold, column_mask, rc.perf_mode)
+    slots = max(1, max_subagents)
+    slot_mask = torch.arange(slots)[None] < spawned[:, None]  # (B, slots)
+    share = share_term(slot_mask, decision.slot_prob.detach()[:, :slots] if max_subagents else
+                       torch.zeros_like(slot_mask, dtype=torch.float), rc.target_share)
+    kinds = F.one_hot(decision.specialist, num_specialists).bool() & (spawned > 0)[:, None]
+    parallel = (share + rc.balance_weight * balance_term(kinds)) / (1.0 + rc.balance_weight)
+    finish = r_finish(column_mask, column_mask, slot_mask, rc.degenerate_penalty)
+    return {"r_perf": perf, "r_parallel": parallel, "r_finish": finish}
+
+
+def rollout_outputs(views, rows, decision: PolicyDecision, options, cache, merge, names):
+    """Merged log-probs of each row's decision, and the sub-agents it spawned (B,)."""
+    merged, spawned = [], []
+    for i, t in enumerate(rows):
+        g = options[int(decision.count[i])]
+        merged.append(swarm_logp(t, views[t], g, int(decision.specialist[i]), bool(decision.deep[i]), cache,
+                                 merge, names))
+        spawned.append(min(g, max(views[t].num_columns - 1, 0)))
+    return merged, torch.tensor(spawned)
+
+
+def merge_ce(views, rows, merged) -> torch.Tensor:
+    """Mean CE of the merged log-probs on the labelled columns (CTA) and pairs (CPA)."""
+    total, count = 0.0, 0
+    for t, (cta, cpa) in zip(rows, merged):
+        view = views[t]
+        for logp, gold, first in ((cta, view.cta_gold, 0), (cpa, view.cpa_gold, 1)):
+            mask = gold != IGNORE_INDEX
+            mask[:first] = False
+            if mask.any():
+                total = total - logp[mask].gather(-1, gold[mask][:, None]).sum()
+                count += int(mask.sum())
+    return total / max(count, 1)
+
+
+def collect(policy: SpawnPolicy, merge: SwarmMerge, views: list[TableView], rows: list[int], cache: SubagentCache,
+            names: list[str], settings: SwarmSettings, lam1: float, lam2: float, generator: torch.Generator,
+            max_count: int | None, max_subagents: int) -> SwarmRollouts:
+    """Sample K rollouts of the tables `rows`, fill the cache they need, score them."""
+    K, B = settings.rollouts, len(rows)
+    all_rows = rows * K
+    hidden, width, allowed, has_deep = policy_inputs(views, all_rows, policy.options, max_count)
+    with torch.no_grad():
+        decision = policy.decide(hidden, width, allowed, has_deep, sample=True, generator=generator)
+    keys = []
+    for i, t in enumerate(all_rows):
+        keys += decision_keys(t, views[t], policy.options[int(decision.count[i])], names[int(decision.specialist[i])],
+                              bool(decision.deep[i]))
+    cache.fill(keys)
+    with torch.no_grad():
+        merged, spawned = rollout_outputs(views, all_rows, decision, policy.options, cache, merge, names)
+    parts: dict[str, list] = {"r_perf": [], "r_parallel": [], "r_finish": []}
+    for k in range(K):  # one call per rollout: the batch-level terms see one rollout of the batch
+        sl = slice(k * B, (k + 1) * B)
+        d = PolicyDecision(*(getattr(decision, f)[sl] for f in decision.__dataclass_fields__))
+        for name, value in rewards_of(views, rows, merged[sl], d, spawned[sl], max_subagents, len(names),
+                                      settings.rewards).items():
+            parts[name].append(value)
+    rewards = {name: torch.stack(v).float() for name, v in parts.items()}  # (K, B)
+    rewards["reward"] = combine(rewards["r_perf"], rewards["r_parallel"], rewards["r_finish"], lam1, lam2)
+    return SwarmRollouts(
+        tables=all_rows, count=decision.count, specialist=decision.specialist, deep=decision.deep,
+        logp_old=torch.stack([decision.logp_count, decision.logp_specialist, decision.logp_deep], -1),
+        tokens=torch.stack([decision.token_count, decision.token_specialist, decision.token_deep], -1),
+        advantage=group_advantages(rewards["reward"]).flatten(), rewards=rewards, spawned=spawned.float())
+
+
+def update_loss(policy: SpawnPolicy, merge: SwarmMerge, views: list[TableView], rollouts: SwarmRollouts,
+                cache: SubagentCache, names: list[str], settings: SwarmSettings, epsilon: float,
+                max_count: int | None) -> tuple[torch.Tensor, dict[str, float], PPOStats]:
+    """Clipped token loss of the rollouts' decisions re-scored under the current policy, plus
+    ce_weight · the merge's CE on the same rollouts' merged labels."""
+    rows = rollouts.tables
+    hidden, width, allowed, has_deep = policy_inputs(views, rows, policy.options, max_count)
+    decision = policy.decide(hidden, width, allowed, has_deep, count=rollouts.count,
+                             specialist=rollouts.specialist, deep=rollouts.deep)
+    logp_new = torch.stack([decision.logp_count, decision.logp_specialist, decision.logp_deep], -1)
+    tokens = rollouts.tokens
+    advantage = rollouts.advantage[:, None].expand_as(tokens)
+    rl, stats = clipped_token_loss(logp_new[tokens], rollouts.logp_old[tokens], advantage[tokens],
+                                   torch.ones(int(tokens.sum())), epsilon, settings.kl_coef)
+    merged, _ = rollout_outputs(views, rows, decision, policy.options, cache, merge, names)
+    ce = merge_ce(views, rows, merged)
+    loss = rl + settings.ce_weight * ce
+    return loss, {"loss": float(loss.detach()), "rl": float(rl.detach()), "ce": float(ce.detach())}, stats

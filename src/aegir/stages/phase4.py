@@ -1,0 +1,345 @@
+"""Stage `phase4`: the swarm — sub-agents spawned per table over the frozen Phase 3 orchestrator.
+
+    python -m aegir.stages.phase4 --params params.yaml --data data/prepared \\
+        --phase3 models/phase3 --models models/phase1 --out models/phase4 \\
+        --metrics results/phase4 --state state/phase4
+
+1. The Phase 3 orchestrator (frozen) reads every table once: its routed labels, its pooled
+   encoder output, the specialists it activated (`TableView`).
+2. A spawning policy (`aegir.swarm.policy`) decides per table how many sub-agents (0 …
+   `max_subagents`), which frozen Phase 1 checkpoint they instantiate, and whether to run deep
+   search; the sub-agents' outputs merge per column (`aegir.swarm.spawn`). Sub-agents are
+   frozen and sub-tasks deterministic, so their outputs are cached per (table, columns,
+   specialist) and only the policy and the merge weights train: PARL's token-level clipped
+   loss with the `lambda` schedule and `rewards` (`aegir.rl.swarm`), budget-limited phases
+   (a cap on sub-agents per table, growing) alternating with uncapped ones, on
+   `phase4.train_tables` training tables.
+3. Scored on every evaluation split: the learned policy (at `max_subagents`) and two fixed
+   controls, never spawn (serial collapse: the Phase 3 orchestrator, through the merge) and
+   always spawn the maximum (spurious parallelism); and the scaling curve, for each budget n of
+   `scaling_n` on `test`, `corner_cases`, `wide`: F1, mean spawned, critical and total steps of
+   the learned policy capped at n and the two controls, and wall-clock per table of n
+   sub-agents batched (`eval_batch_size` sub-tasks per call) vs one after another.
+
+Outputs:
+  --out       policy + merge (`model.safetensors`) and config.json naming the Phase 3
+              orchestrator and the sub-agent checkpoints by fingerprint
+  --metrics   metrics.json (DVC metrics: F1 per split and task of `learned`, `never`, `always`
+              in Phase 1's layout), scores.json (with supports, spawning and deep-search
+              statistics, critical steps), scaling.json (DVC plots: one row per n),
+              timing.json (wall clock; the one output a rerun does not reproduce),
+              live/ (DVCLive curves: rewards, spawned sub-agents, losses)
+  --state     the training state (resume after a kill)
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+import time
+from collections import defaultdict
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+from dvclive import Live
+
+from aegir import atomic
+from aegir.config import EVAL_SPLITS, TRAIN_SPLIT, Params, Phase4Config, load_params
+from aegir.data.dataset import Example, epoch_order, load_examples
+from aegir.data.prepared import read_split, split_path, tables_from_arrow
+from aegir.data.prepared import fingerprint as data_fingerprint
+from aegir.errors import AegirError, check_config
+from aegir.eval.metrics import headline
+from aegir.eval.predict import TablePrediction, score
+from aegir.labels import cpa_vocab, cta_vocab
+from aegir.progress import progress as progress_bar
+from aegir.rl.rewards import LambdaSchedule, budget_cap, clip_epsilon
+from aegir.rl.swarm import SwarmSettings, TableView, collect, decision_keys, update_loss
+from aegir.swarm.checkpoint import load_orchestrator
+from aegir.swarm.orchestrator import SwarmOrchestrator
+from aegir.swarm.policy import SpawnPolicy, spawn_options
+from aegir.swarm.spawn import (
+    SubagentCache,
+    SwarmMerge,
+    family_of_labels,
+    read_subtasks,
+    read_subtasks_one_at_a_time,
+    subtask_examples,
+    wide_subtasks,
+)
+from aegir.swarm.swarm import Swarm, save_swarm, table_views
+from aegir.swarm.specialist import checkpoint_fingerprint, load_agents
+from aegir.train.resume import TrainingProgress, fingerprint, load_state, restore_snapshot, save_state
+
+SCALING_SPLITS = ("test", "corner_cases", "wide")  # where the scaling curve is measured
+POLICIES = ("learned", "never", "always")
+
+
+# ----------------------------------------------------------------------------- table views
+
+
+class SplitData:
+    """One split's examples, raw tables, views and sub-agent cache."""
+
+    def __init__(self, name: str, examples: list[Example], tables: list, views: list[TableView], cache: SubagentCache):
+        self.name, self.examples, self.tables, self.views, self.cache = name, examples, tables, views, cache
+
+
+def load_split(name: str, data_dir: Path, orch: SwarmOrchestrator, subagents: dict, params: Params,
+               family: torch.Tensor, rows: list[int] | None = None) -> SplitData:
+    cfg: Phase4Config = params.phase4
+    examples = load_examples(data_dir, name)
+    tables = tables_from_arrow(read_split(data_dir, name))
+    if rows is not None:
+        examples, tables = [examples[i] for i in rows], [tables[i] for i in rows]
+    views = table_views(orch, examples, cfg.eval_batch_size, family)
+    cache = SubagentCache(tables, subagents, params.prepare, split_path(data_dir, name), cfg.eval_batch_size)
+    return SplitData(name, examples, tables, views, cache)
+
+
+# ----------------------------------------------------------------------------- training
+
+
+def step_generator(seed: int, step: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed * 1_000_003 + step)
+
+
+def train(policy: SpawnPolicy, merge: SwarmMerge, data: SplitData, names: list[str], params: Params,
+          state_dir: Path, live_dir: Path, run_print: str) -> dict:
+    """`phase4.steps` updates of the policy and the merge on the cached training tables."""
+    cfg: Phase4Config = params.phase4
+    settings = SwarmSettings(rollouts=cfg.rollouts, ce_weight=cfg.ce_weight, kl_coef=cfg.kl_coef,
+                             rewards=params.rewards)
+    schedule = LambdaSchedule(params.sections["lambda"])
+    module = torch.nn.ModuleDict({"policy": policy, "merge": merge})
+    optimizer = torch.optim.AdamW(module.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=0.0)
+    progress = load_state(state_dir, module, optimizer, run_print) or TrainingProgress(0, 0, 0)
+    # Every sub-task a rollout could read, read up front in one fill: a batched read's floats
+    # depend on its batch's company, so a lazily filled cache would hold other bytes after a
+    # resume (it starts empty mid-run) than in an uninterrupted run.
+    data.cache.fill(key for t, view in enumerate(data.views) for g in policy.options for name in names
+                    for key in decision_keys(t, view, g, name, deep=True))
+    shutil.rmtree(live_dir, ignore_errors=True)
+    if progress.step > 0:
+        restore_snapshot(state_dir, live_dir)
+        print(f"resuming phase4 at step {progress.step}/{cfg.steps}")
+    live = Live(dir=str(live_dir), resume=progress.step > 0, save_dvc_exp=False, dvcyaml=False)
+    n = len(data.views)
+    per_epoch = math.ceil(n / cfg.batch_size)
+    sums: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
+    options = policy.options
+    start_time = time.perf_counter()
+    bar = progress_bar(total=cfg.steps, initial=progress.step, desc="phase4", unit="step", mininterval=5.0)
+    for step in range(progress.step, cfg.steps):
+        epoch, index = divmod(step, per_epoch)
+        order = epoch_order(n, cfg.seed, epoch)
+        rows = order[index * cfg.batch_size:(index + 1) * cfg.batch_size].tolist()
+        if len(rows) < 2:
+            rows = order[:cfg.batch_size].tolist()
+        frac = step / max(1, cfg.steps - 1)
+        lam1, lam2 = schedule.at(frac)
+        epsilon = clip_epsilon(frac, cfg.clip_start, cfg.clip_end)
+        cap_index = budget_cap(step, cfg.steps, len(options) - 1, cfg.budget_period, cfg.budget_capped_share)
+        max_count = None if cap_index is None else options[cap_index]
+        rollouts = collect(policy, merge, data.views, rows, data.cache, names, settings, lam1, lam2,
+                           step_generator(cfg.seed, step), max_count, cfg.max_subagents)
+        for _ in range(cfg.ppo_epochs):
+            loss, parts, stats = update_loss(policy, merge, data.views, rollouts, data.cache, names, settings,
+                                             epsilon, max_count)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
+            optimizer.step()
+        bar.update(1)
+        logged = {f"reward/{k}": float(v.mean()) for k, v in rollouts.rewards.items()}
+        logged.update({f"train/{k}": v for k, v in parts.items()})
+        logged.update({"spawn/mean_subagents": float(rollouts.spawned.mean()),
+                       "spawn/deep_rate": float(rollouts.deep.float().mean()),
+                       "budget/cap": float(max_count if max_count is not None else -1),
+                       "lambda/lambda1": lam1, "lambda/lambda2": lam2, "ppo/epsilon": epsilon,
+                       "ppo/clip_fraction": stats.clip_fraction, "ppo/approx_kl": stats.approx_kl})
+        for key, value in logged.items():
+            sums[key] += value
+            counts[key] += 1
+        done = step + 1
+        if done % cfg.log_every == 0:
+            live.step = done
+            for key in sums:
+                live.log_metric(key, sums[key] / counts[key])
+            sums.clear()
+            counts.clear()
+        if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.steps:
+            live.make_summary()
+            save_state(state_dir, module, optimizer, TrainingProgress(done, 0, 0), run_print, snapshot=live_dir)
+    bar.close()
+    live.make_summary()
+    save_state(state_dir, module, optimizer, TrainingProgress(cfg.steps, 0, 0), run_print, snapshot=live_dir)
+    live.end()
+    seconds = time.perf_counter() - start_time
+    return {"steps": cfg.steps, "resumed_at": progress.step, "seconds": round(seconds, 1),
+            "sub_agent_reads": data.cache.reads, "sub_agent_seconds": round(data.cache.seconds, 1)}
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+def decisions(swarm: Swarm, data: SplitData, kind: str, n: int) -> list[tuple[int, int, bool]]:
+    """(sub-agents, specialist, deep) per table of `kind` at budget n: the learned policy capped
+    at n, never spawning, or always spawning n (specialist 0, no deep search)."""
+    if kind == "never":
+        return [(0, 0, False)] * len(data.views)
+    if kind == "always":
+        return [(n, 0, False)] * len(data.views)
+    return swarm.decide(data.views, n)
+
+
+def evaluate(swarm: Swarm, data: SplitData, chosen: list[tuple[int, int, bool]]) -> dict:
+    """F1 (with supports) of one variant's decisions on a split, and its spawning statistics."""
+    results = swarm.run(data.views, chosen, data.cache)
+    predictions = []
+    for example, r in zip(data.examples, results):
+        cta_p, cta_i = r.cta_logp.exp().max(-1)
+        cpa_p, cpa_i = r.cpa_logp.exp().max(-1)
+        predictions.append(TablePrediction(example.table_id, cta_i[:, None].numpy(), cta_p[:, None].numpy(),
+                                           cpa_i[:, None].numpy(), cpa_p[:, None].numpy()))
+    result = score(data.examples, predictions)
+    m = max(1, len(results))
+    result["spawn"] = {
+        "mean_subagents": round(sum(r.subagents + len(r.deep_columns) for r in results) / m, 4),
+        "mean_wide_subagents": round(sum(r.subagents for r in results) / m, 4),
+        "mean_critical_steps": round(sum(r.critical_steps for r in results) / m, 4),
+        "mean_total_steps": round(sum(r.total_steps for r in results) / m, 4),
+        "deep_rate": round(sum(r.deep for r in results) / m, 4),
+        "specialist_share": {name: round(sum(1 for r in results if r.subagents and r.specialist == name) / m, 4)
+                             for name in swarm.names}}
+    return result
+
+
+def time_subagents(model, data: SplitData, n: int, tables: int, batch_size: int) -> tuple[float, float]:
+    """Seconds per table of the first `tables` tables' n-sub-agent wide search: batched (the
+    stage's own path, `batch_size` sub-tasks per call) and one sub-task after another."""
+    keys = [(t, cols) for t in range(min(tables, len(data.tables)))
+            for cols in wide_subtasks(data.views[t].num_columns, n)]
+    examples = subtask_examples(data.tables, keys, data.cache.prepare, data.cache.where)
+    count = max(1, min(tables, len(data.tables)))
+    start = time.perf_counter()
+    read_subtasks(model, examples, batch_size=batch_size)
+    batched = time.perf_counter() - start
+    start = time.perf_counter()
+    read_subtasks_one_at_a_time(model, examples)
+    sequential = time.perf_counter() - start
+    return batched / count, sequential / count
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_dir: Path, metrics_dir: Path,
+        state_dir: Path) -> dict:
+    started = time.perf_counter()
+    cfg: Phase4Config = params.phase4
+    unknown = [name for name in cfg.specialists if name not in params.agents]
+    check_config(not unknown, "phase4.specialists", f"unknown agent(s) {unknown}; known: {', '.join(params.agents)}")
+    torch.manual_seed(cfg.seed)
+    orch, _ = load_orchestrator(phase3_dir)
+    orch.requires_grad_(False)
+    names = list(cfg.specialists)
+    subagents = load_agents(models_dir, names)
+    for model in subagents.values():
+        model.eval().requires_grad_(False)
+    family, family_names = family_of_labels(cta_vocab())
+    options = spawn_options(cfg.max_subagents)
+    policy = SpawnPolicy(orch.primary.config.d_model, options, len(names))
+    merge = SwarmMerge(len(names), family)
+
+    train_rows = sorted(np.random.default_rng([cfg.seed, 4]).permutation(len(read_split(data_dir, TRAIN_SPLIT)))[:cfg.train_tables].tolist())
+    train_data = load_split(TRAIN_SPLIT, data_dir, orch, subagents, params, family, train_rows)
+    base = {"phase4": asdict(cfg), "lambda": asdict(params.sections["lambda"]), "rewards": asdict(params.rewards),
+            "prepare": asdict(params.prepare), "data": data_fingerprint(data_dir, (TRAIN_SPLIT,)),
+            "phase3": checkpoint_fingerprint(phase3_dir),
+            "subagents": {name: checkpoint_fingerprint(models_dir / name) for name in names}}
+    summary = train(policy, merge, train_data, names, params, state_dir, metrics_dir / "live", fingerprint(base))
+    policy.eval()
+    swarm = Swarm(orch, subagents, policy, merge)
+
+    scores: dict = {kind: {"cta": {}, "cpa": {}, "spawn": {}} for kind in POLICIES}
+    scaling_rows = []
+    timing_rows: dict[str, dict] = {}
+    split_data = {}
+    for split in progress_bar(EVAL_SPLITS, desc="phase4 evaluate", unit="split"):
+        count = len(read_split(data_dir, split))
+        rows = list(range(min(cfg.eval_tables, count))) if cfg.eval_tables else None
+        data = split_data[split] = load_split(split, data_dir, orch, subagents, params, family, rows)
+        for kind in POLICIES:
+            result = evaluate(swarm, data, decisions(swarm, data, kind, cfg.max_subagents))
+            for key in ("cta", "cpa", "spawn"):
+                scores[kind][key][split] = result[key]
+    for n in cfg.scaling_n:
+        row: dict = {"n": n}
+        for split in SCALING_SPLITS:
+            data = split_data[split]
+            for kind in POLICIES:
+                result = evaluate(swarm, data, decisions(swarm, data, kind, n))
+                for task in ("cta", "cpa"):
+                    row[f"{kind}_{split}_{task}_micro_f1"] = round(result[task]["micro_f1"], 4)
+                row[f"{kind}_{split}_mean_subagents"] = result["spawn"]["mean_subagents"]
+                row[f"{kind}_{split}_critical_steps"] = result["spawn"]["mean_critical_steps"]
+                row[f"{kind}_{split}_total_steps"] = result["spawn"]["mean_total_steps"]
+        scaling_rows.append(row)
+        if n > 0:
+            batched, sequential = time_subagents(subagents[names[0]], split_data["wide"], n, cfg.timing_tables,
+                                                 cfg.eval_batch_size)
+            timing_rows[f"n{n}"] = {"batched_seconds_per_table": round(batched, 5),
+                                    "sequential_seconds_per_table": round(sequential, 5),
+                                    "speedup": round(sequential / max(batched, 1e-9), 3)}
+
+    scores["options"] = list(options)
+    scores["families"] = family_names
+    scores["merge"] = {"primary": merge.primary.detach().tolist(), "wide": merge.wide.detach().tolist(),
+                       "deep": merge.deep.detach().tolist(), "margin": float(merge.margin.detach())}
+    timing = {"wall_seconds": round(time.perf_counter() - started, 1), "training": summary,
+              "subagents_batched_vs_sequential": timing_rows,
+              "sub_agent_reads": sum(d.cache.reads for d in split_data.values()) + train_data.cache.reads,
+              "torch_threads": torch.get_num_threads()}
+    save_swarm(out_dir, swarm, phase3_dir, {name: models_dir / name for name in names},
+               {"params": {"phase4": asdict(cfg), "prepare": asdict(params.prepare)}, "families": family_names,
+                "vocab": {"cta": list(cta_vocab().labels), "cpa": list(cpa_vocab().labels)}})
+    atomic.write_json(metrics_dir / "scores.json", scores)
+    atomic.write_json(metrics_dir / "scaling.json", scaling_rows)
+    atomic.write_json(metrics_dir / "timing.json", timing)
+    atomic.write_json(metrics_dir / "metrics.json", headline_metrics(scores))
+    return scores
+
+
+def headline_metrics(scores: dict) -> dict:
+    """The DVC metrics: micro/macro F1 per split and task of the learned policy and both controls."""
+    return {kind: headline({task: scores[kind][task] for task in ("cta", "cpa")}) for kind in POLICIES}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--params", default="params.yaml")
+    parser.add_argument("--data", default="data/prepared")
+    parser.add_argument("--phase3", default="models/phase3", help="the Phase 3 orchestrator (frozen)")
+    parser.add_argument("--models", default="models/phase1", help="Phase 1 checkpoints: the sub-agents")
+    parser.add_argument("--out", default="models/phase4", help="policy + merge checkpoint")
+    parser.add_argument("--metrics", default="results/phase4", help="metrics.json, scores.json, scaling.json, live/")
+    parser.add_argument("--state", default="state/phase4", help="resume state")
+    args = parser.parse_args(argv)
+    try:
+        params = load_params(args.params)
+        scores = run(params, Path(args.data), Path(args.phase3), Path(args.models), Path(args.out),
+                     Path(args.metrics), Path(args.state))
+    except AegirError as exc:
+        parser.exit(2, f"phase4: error: {exc}\n")
+    print("phase4: CTA micro-F1 on wide  " + "  ".join(
+        f"{kind} {scores[kind]['cta']['wide']['micro_f1']:.1f}" for kind in POLICIES if "wide" in scores[kind]["cta"]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

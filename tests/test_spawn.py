@@ -1,0 +1,227 @@
+"""Phase 4's parts by hand: the `wide` split, sub-tasks, batched vs one-at-a-time sub-agents, the
+per-column merge, deep search, critical steps, the spawning policy and its update."""
+
+from __future__ import annotations
+
+import torch
+
+from aegir.config import PrepareConfig, RewardConfig, SyntheticConfig
+from aegir.data.synth import WIDE_SPLIT, generate_split, generate_wide
+from aegir.data.table import Table
+from aegir.labels import cta_vocab
+from aegir.rl.swarm import SwarmSettings, TableView, collect, decision_keys, swarm_logp, update_loss
+from aegir.swarm.policy import SpawnPolicy, allowed_options, spawn_options
+from aegir.swarm.spawn import (
+    SubagentCache,
+    SwarmMerge,
+    column_groups,
+    deep_columns,
+    deep_subtasks,
+    family_of_labels,
+    read_subtasks,
+    read_subtasks_one_at_a_time,
+    sub_table,
+    subtask_examples,
+    swarm_steps,
+    wide_subtasks,
+)
+from test_swarm import tiny
+
+WIDE = SyntheticConfig(wide_tables=6, wide_min_columns=12, wide_max_columns=20, min_rows=3, max_rows=6)
+PREPARE = PrepareConfig(byte_budget=256, max_rows=6)
+
+
+# ----------------------------------------------------------------------------- the wide split
+
+
+def test_wide_split_is_deterministic_in_range_and_labelled_from_the_vocabulary():
+    a, b = generate_wide(WIDE), generate_wide(WIDE)
+    assert a == b
+    assert [t.num_columns for t in a] != [a[0].num_columns] * len(a)  # widths vary
+    assert all(12 <= t.num_columns <= 20 for t in a)
+    labels = set(cta_vocab().labels)
+    assert all(label in labels for t in a for label in t.cta if label)
+    assert all(t.table_id.startswith(f"synth_{WIDE_SPLIT}_") for t in a)
+    # other widths, other tables; the source splits do not depend on the wide params
+    assert generate_wide(SyntheticConfig(wide_tables=6, wide_min_columns=21, wide_max_columns=25)) != a
+    assert generate_split(WIDE, "test") == generate_split(SyntheticConfig(min_rows=3, max_rows=6), "test")
+
+
+def test_wide_split_is_never_trained_on():
+    """`wide` is evaluation-only: not a source split, in EVAL_SPLITS, and prepare's train split
+    holds none of its tables."""
+    from aegir.config import EVAL_ONLY_SPLITS, EVAL_SPLITS, SOURCE_SPLITS, TRAIN_SPLIT, parse_params
+    from aegir.stages.prepare import load_tables
+
+    assert WIDE_SPLIT in EVAL_ONLY_SPLITS and WIDE_SPLIT in EVAL_SPLITS and WIDE_SPLIT not in SOURCE_SPLITS
+    params = parse_params({"synthetic": {"train_tables": 4, "valid_tables": 1, "test_tables": 1, "corner_cases_tables": 1,
+                                         "missing_values_tables": 1, "format_heterogeneity_tables": 1,
+                                         "wide_tables": 3, "wide_min_columns": 12, "wide_max_columns": 14}})
+    tables = load_tables(params, on_skip=lambda *_: None)
+    assert len(tables[WIDE_SPLIT]) == 3
+    assert not any(t.table_id.startswith("synth_wide") for t in tables[TRAIN_SPLIT])
+
+
+# ----------------------------------------------------------------------------- sub-tasks
+
+
+def test_wide_search_covers_every_column_exactly_once():
+    for columns in range(1, 30):
+        for g in range(0, 20):
+            groups = column_groups(columns, g)
+            assert len(groups) == min(g, columns - 1)  # never more sub-agents than columns to read
+            flat = [c for group in groups for c in group]
+            assert sorted(flat) == list(range(1, columns)) if g else flat == []  # each non-subject column once
+            if groups:
+                sizes = [len(group) for group in groups]
+                assert max(sizes) - min(sizes) <= 1  # balanced
+            assert all(cols[0] == 0 for cols in wide_subtasks(columns, g))  # the subject in every sub-task
+
+
+def test_sub_table_gets_the_full_budget():
+    table = generate_wide(WIDE)[0]
+    full = subtask_examples([table], [(0, tuple(range(table.num_columns)))], PREPARE, "t")[0]
+    sub = subtask_examples([table], [(0, (0, 1, 2))], PREPARE, "t")[0]
+    sub_table_ = sub_table(table, (0, 1, 2))
+    assert sub_table_.columns == table.columns[:3] and sub_table_.cta == table.cta[:3]
+
+    def column_bytes(example, c):
+        start, end = example.column_spans[c]
+        return end - start
+
+    # a column of the sub-task has at least the bytes it had in the shared stream, here more
+    assert all(column_bytes(sub, c) >= column_bytes(full, c) for c in range(3))
+    assert sum(column_bytes(sub, c) for c in (1, 2)) > sum(column_bytes(full, c) for c in (1, 2))
+
+
+def test_batched_subagents_equal_one_at_a_time():
+    tables = generate_wide(WIDE)[:3]
+    keys = [(t, cols) for t in range(3) for cols in wide_subtasks(tables[t].num_columns, 4)]
+    examples = subtask_examples(tables, keys, PREPARE, "t")
+    model = tiny(0)
+    batched = read_subtasks(model, examples, batch_size=len(examples))  # one call
+    alone = read_subtasks_one_at_a_time(model, examples)
+    assert len(batched) == len(keys)
+    for a, b in zip(batched, alone):
+        torch.testing.assert_close(a.cta_logp, b.cta_logp, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(a.cpa_logp, b.cpa_logp, rtol=1e-4, atol=1e-5)
+
+
+def test_cache_reads_each_subtask_once_and_is_order_independent():
+    tables = generate_wide(WIDE)[:2]
+    models = {"a": tiny(0), "b": tiny(1)}
+    keys = [(t, cols, name) for t in range(2) for cols in wide_subtasks(tables[t].num_columns, 2) for name in "ab"]
+    one = SubagentCache(tables, models, PREPARE, "t")
+    one.fill(keys)
+    one.fill(keys[:3])
+    assert one.reads == len(keys)
+    other = SubagentCache(tables, models, PREPARE, "t")
+    other.fill(reversed(keys))
+    for key in keys:
+        assert torch.equal(one.get(key).cta_logp, other.get(key).cta_logp)
+
+
+# ----------------------------------------------------------------------------- merge and deep search
+
+
+def view_of(table: Table, seed: int = 0) -> TableView:
+    g = torch.Generator().manual_seed(seed)
+    C = table.num_columns
+    cta = torch.randn(C, 82, generator=g).log_softmax(-1)
+    vocab = cta_vocab()
+    return TableView(num_columns=C, cta_logp=cta, cpa_logp=torch.randn(C, 108, generator=g).log_softmax(-1),
+                     hidden=torch.randn(32, generator=g), phase3_reads=(), deep_columns=(0,),
+                     cta_gold=torch.tensor([vocab.index[x] if x else -100 for x in table.cta]),
+                     cpa_gold=torch.full((C,), -100), stream_bytes=200)
+
+
+def test_merge_of_no_subagents_keeps_the_primary_labels_and_subagents_change_them():
+    table = generate_wide(WIDE)[0]
+    cache = SubagentCache([table], {"a": tiny(0)}, PREPARE, "t")
+    view = view_of(table)
+    merge = SwarmMerge(1, family_of_labels(cta_vocab())[0], init_sub_weight=5.0)
+    cta, cpa = swarm_logp(0, view, 0, 0, False, cache, merge, ["a"])
+    assert torch.equal(cta.argmax(-1), view.cta_logp.argmax(-1))
+    cache.fill(decision_keys(0, view, 3, "a", True))
+    spawned, _ = swarm_logp(0, view, 3, 0, False, cache, merge, ["a"])
+    assert not torch.equal(spawned.argmax(-1), cta.argmax(-1))
+    deep, _ = swarm_logp(0, view, 3, 0, True, cache, merge, ["a"])
+    assert torch.allclose(deep.exp().sum(-1), torch.ones(table.num_columns))
+    assert not torch.allclose(deep, spawned)  # the fine stage changed the family column
+
+
+def test_deep_search_pushes_off_family_labels_down():
+    vocab = cta_vocab()
+    family, names = family_of_labels(vocab)
+    assert "Hotel" in names and int(family[vocab.index["Hotel/name"]]) == int(family[vocab.index["Hotel/description"]])
+    assert int(family[vocab.index["telephone"]]) == -1
+    merge = SwarmMerge(1, family, init_margin=3.0)
+    logp = torch.full((2, len(vocab)), -10.0)
+    logp[0, vocab.index["Hotel/name"]] = 0.0
+    logp[1, vocab.index["Restaurant/name"]] = -0.1
+    logp[1, vocab.index["Hotel/name"]] = -0.5
+    logp = logp.log_softmax(-1)
+    hotel = merge.coarse_family(logp)
+    assert names[hotel] == "Hotel"  # column 0's Hotel/name outweighs column 1's Restaurant/name
+    fine = merge.deep_merge(logp, torch.zeros_like(logp), torch.tensor([False, True]), 0, 0, hotel)
+    assert int(fine[1].argmax()) == vocab.index["Hotel/name"]  # conditioned on the coarse decision
+    assert deep_columns([vocab.index["Hotel/name"], vocab.index["telephone"]], family) == (0,)
+    assert deep_subtasks((0, 3)) == [(0,), (0, 3)]
+
+
+def test_deep_search_takes_more_critical_steps_than_wide_search():
+    """Hand-made case: a 4-column table, cpu-like primary (1 encoder + 2 main + 1 decoder + 1
+    context), sub-agents of 5 steps. Wide search's sub-agents run beside the primary's rest;
+    deep search's round waits for the merge."""
+    from aegir.model.aegir import preset
+
+    primary = preset("cpu")
+    serial, serial_total = swarm_steps(primary, (), 5, wide=0, deep=0)
+    wide, wide_total = swarm_steps(primary, (), 5, wide=3, deep=0)
+    deep, deep_total = swarm_steps(primary, (), 5, wide=3, deep=2)
+    assert serial == 5 and wide == 6 and deep == 11
+    assert deep > wide and wide_total == serial_total + 15 and deep_total == wide_total + 10
+    # parallel sub-agents add no critical steps beyond the slowest one, however many
+    assert swarm_steps(primary, (), 5, wide=16, deep=0)[0] == wide
+
+
+# ----------------------------------------------------------------------------- policy
+
+
+def test_spawn_options_and_the_cap():
+    assert spawn_options(16) == (0, 1, 2, 4, 8, 16)
+    assert spawn_options(6) == (0, 1, 2, 4, 6)
+    options = spawn_options(16)
+    allowed = allowed_options(options, torch.tensor([1, 4, 30, 30]), None)
+    assert allowed[0].tolist() == [True, False, False, False, False, False]  # no column to give
+    assert allowed[1].tolist() == [True, True, True, True, False, False]  # 4 would read 3 columns; 8 the same
+    assert allowed[2].all()
+    capped = allowed_options(options, torch.tensor([30]), 2)
+    assert capped[0].tolist() == [True, True, True, False, False, False]
+
+
+def test_spawning_respects_budget_and_cap_and_the_update_moves_the_policy():
+    tables = generate_wide(WIDE)[:4]
+    names = ["a", "b"]
+    cache = SubagentCache(tables, {"a": tiny(0), "b": tiny(1)}, PREPARE, "t")
+    views = [view_of(t, i) for i, t in enumerate(tables)]
+    torch.manual_seed(0)
+    options = spawn_options(8)
+    policy = SpawnPolicy(32, options, len(names))
+    merge = SwarmMerge(len(names), family_of_labels(cta_vocab())[0])
+    settings = SwarmSettings(rollouts=3, ce_weight=1.0, kl_coef=0.0, rewards=RewardConfig())
+    rollouts = collect(policy, merge, views, [0, 1, 2, 3], cache, names, settings, 0.3, 0.1,
+                       torch.Generator().manual_seed(0), max_count=2, max_subagents=8)
+    assert rollouts.spawned.max() <= 2  # the cap
+    assert all(options[int(c)] <= 2 for c in rollouts.count)
+    assert set(rollouts.rewards) == {"r_perf", "r_parallel", "r_finish", "reward"}
+    before = [p.detach().clone() for p in policy.parameters()] + [p.detach().clone() for p in merge.parameters()]
+    optimizer = torch.optim.AdamW([*policy.parameters(), *merge.parameters()], lr=0.05)
+    loss, parts, stats = update_loss(policy, merge, views, rollouts, cache, names, settings, 0.2, 2)
+    loss.backward()
+    optimizer.step()
+    after = [*policy.parameters(), *merge.parameters()]
+    assert stats.tokens > 0 and torch.isfinite(loss)
+    assert any(not torch.equal(a, b) for a, b in zip(before, after))
+    # the sub-agents are frozen checkpoints: nothing of theirs has a gradient
+    assert all(p.grad is None for m in cache.specialists.values() for p in m.parameters())
