@@ -1,0 +1,607 @@
+"""The results report: every stage's headline F1 in one table, routing, and figures.
+
+`collect` reads the DVC metrics the stages write (their layouts: `aegir.eval.metrics.headline`)
+and the DVCLive curves of the training stages into one `Report`; `report_markdown`,
+`report_metrics` and the `*_png` functions turn it into what `aegir.stages.report` writes to
+`results/report/`. Everything here is a pure function of the files read: the same inputs give
+byte-identical markdown, JSON and PNG (`png_bytes` strips the metadata that names the
+matplotlib version).
+
+Inputs, and the stage that writes each:
+
+| input                                   | stage        | read                                    |
+|-----------------------------------------|--------------|-----------------------------------------|
+| `results/baselines/metrics.json`        | `baselines`  | F1 per task and split                   |
+| `results/phase1/<agent>/metrics.json`   | `phase1`     | F1 of the primary (the report's row)    |
+| `results/phase1/<agent>/live/`          | `phase1`     | train loss, validation micro-F1 curves  |
+| `results/phase3/metrics.json`           | `phase3`     | F1 of `control` and `fused`; `routing`  |
+| `results/phase3/live/{fused,control}/`  | `phase3`     | train loss, validation micro-F1 curves  |
+| `results/phase4/metrics.json` (opt.)    | `phase4`     | F1 of each policy; `*_by_domain` tables |
+| `results/phase4/scaling.json` (opt.)    | `phase4`     | rows per (n, policy): the scaling curve |
+
+F1 layout: `{task: {split: {"micro": …, "macro": …}}}` in percent (the stages' DVC metrics);
+`micro_f1`/`macro_f1` (their scores.json layout) are read too, so either file can be given.
+A Phase 4 metrics file is either one such tree (one row, "Phase 4") or a mapping of policy
+name → tree (one row per policy, "Phase 4 <name>", in file order); its other top-level
+mappings may hold `<what>_by_domain` tables (domain → value, or domain → name → value), drawn
+as heatmaps beside Phase 3's routing. `scaling.json` is a list of rows (or a mapping holding
+one such list, as DVC plots accept), each with `n`, `policy` and numbers, nested or not:
+nested keys are joined with `/` (`cta/test/micro_f1`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aegir.config import SPLITS
+from aegir.errors import DataError
+from aegir.eval.curves import read_curve
+
+TASKS = ("cta", "cpa")
+
+
+# ----------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class SplitF1:
+    """Micro- and macro-F1 of one model on one split and task, percent."""
+
+    micro: float
+    macro: float
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    """One model of the F1 table: `f1[task][split]`, read from `source`. `key` names it in
+    the report's metrics (`baseline`, `phase1`, `control`, `fused`, `phase4[_<policy>]`),
+    `name` in the table."""
+
+    key: str
+    name: str
+    source: str
+    f1: dict[str, dict[str, SplitF1]]
+
+
+@dataclass(frozen=True)
+class DomainTable:
+    """A heatmap's numbers: `values[domain][column]` (rates in [0, 1], or counts)."""
+
+    title: str
+    source: str
+    values: dict[str, dict[str, float]]
+
+    @property
+    def columns(self) -> list[str]:
+        return list(dict.fromkeys(c for row in self.values.values() for c in row))
+
+
+@dataclass(frozen=True)
+class Curves:
+    """DVCLive curves of one training run: name → (steps, values)."""
+
+    run: str
+    source: str
+    series: dict[str, tuple[list[int], list[float]]]
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything the report shows, in the order it shows it."""
+
+    rows: list[ModelRow]
+    activation_rate: dict[str, float]  # Phase 3: share of tables that activated each specialist
+    domain_tables: list[DomainTable]  # Phase 3's activation by domain, then Phase 4's tables
+    phase1_curves: list[Curves]  # one per Phase 1 agent, primary first
+    phase3_curves: list[Curves]  # fused, control
+    scaling: list[dict[str, Any]] = field(default_factory=list)  # Phase 4 rows, flattened
+    sources: list[str] = field(default_factory=list)  # every file and curve directory read, in order
+
+    @property
+    def splits(self) -> list[str]:
+        """Every split any row has: the configured order (`aegir.config.SPLITS`), then others
+        (e.g. a split only Phase 4 reports) in the order they first appear."""
+        seen = dict.fromkeys(s for row in self.rows for task in TASKS for s in row.f1.get(task, {}))
+        return [s for s in SPLITS if s in seen] + [s for s in seen if s not in SPLITS]
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+def rerun_hint(stage: str) -> str:
+    return f"run `dvc repro {stage}` (or `snakemake --cores all {stage}`) first"
+
+
+def read_json(path: str | Path, stage: str) -> Any:
+    """The JSON content of `path`, which stage `stage` writes; a `DataError` naming the file and
+    the stage to run when it is missing or not JSON."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(path, f"not found: the `{stage}` stage writes it; {rerun_hint(stage)}") from None
+    except (IsADirectoryError, UnicodeDecodeError) as exc:
+        raise DataError(path, f"not a JSON file ({exc}); {rerun_hint(stage)}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(path, f"not valid JSON ({exc}); {rerun_hint(stage)}") from None
+
+
+def _percent(value: Any, path: Path, where: str, stage: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 100.0:
+        raise DataError(path, f"{where}: expected an F1 in percent (0 … 100), got {value!r}; {rerun_hint(stage)}")
+    return float(value)
+
+
+def is_f1_tree(tree: Any) -> bool:
+    """Does `tree` look like `{cta: {split: …}, cpa: {split: …}}`?"""
+    return isinstance(tree, Mapping) and all(isinstance(tree.get(task), Mapping) for task in TASKS)
+
+
+def parse_f1(tree: Any, path: str | Path, stage: str, where: str = "") -> dict[str, dict[str, SplitF1]]:
+    """`{task: {split: SplitF1}}` from a stage's F1 tree (layout in the module docstring);
+    a `DataError` naming the file and the key at fault otherwise. `where` prefixes key paths
+    (the tree's place in its file, e.g. "fused.")."""
+    path = Path(path)
+    out: dict[str, dict[str, SplitF1]] = {}
+    for task in TASKS:
+        by_split = tree.get(task) if isinstance(tree, Mapping) else None
+        if not isinstance(by_split, Mapping) or not by_split:
+            raise DataError(path, f"{where}{task}: expected F1 per split, found {type(by_split).__name__}; "
+                                  f"{rerun_hint(stage)}")
+        out[task] = {}
+        for split, scores in by_split.items():
+            key = f"{where}{task}.{split}"
+            if not isinstance(scores, Mapping):
+                raise DataError(path, f"{key}: expected micro and macro F1, got {scores!r}; {rerun_hint(stage)}")
+            micro = scores.get("micro", scores.get("micro_f1"))
+            macro = scores.get("macro", scores.get("macro_f1"))
+            out[task][split] = SplitF1(_percent(micro, path, f"{key}.micro", stage),
+                                       _percent(macro, path, f"{key}.macro", stage))
+    return out
+
+
+def _rates(tree: Any, path: Path, where: str, stage: str) -> dict[str, float]:
+    if not isinstance(tree, Mapping):
+        raise DataError(path, f"{where}: expected name → number, got {tree!r}; {rerun_hint(stage)}")
+    out = {}
+    for name, value in tree.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise DataError(path, f"{where}.{name}: expected a number, got {value!r}; {rerun_hint(stage)}")
+        out[str(name)] = float(value)
+    return out
+
+
+def parse_domain_table(tree: Any, path: str | Path, stage: str, where: str, title: str) -> DomainTable:
+    """A `DomainTable` from `{domain: {name: value}}` or `{domain: value}` (one column, named
+    after the key's `<what>` in `<what>_by_domain`)."""
+    path = Path(path)
+    if not isinstance(tree, Mapping) or not tree:
+        raise DataError(path, f"{where}: expected domain → values, got {tree!r}; {rerun_hint(stage)}")
+    column = where.rsplit(".", 1)[-1].removesuffix("_by_domain")
+    values = {}
+    for domain, row in tree.items():
+        values[str(domain)] = (_rates(row, path, f"{where}.{domain}", stage) if isinstance(row, Mapping)
+                               else _rates({column: row}, path, f"{where}.{domain}", stage))
+    return DomainTable(title, str(path), values)
+
+
+def read_curves(live_dir: str | Path, run: str, stage: str) -> Curves:
+    """Train loss and validation CTA/CPA micro-F1 of one DVCLive run directory. A metric the run
+    did not log is an empty series; a missing run directory is a `DataError`."""
+    live_dir = Path(live_dir)
+    metrics_dir = live_dir / "plots" / "metrics"
+    if not metrics_dir.is_dir():
+        raise DataError(metrics_dir, f"DVCLive curves not found: the `{stage}` stage writes them; {rerun_hint(stage)}")
+    names = ("train/loss", "valid/cta_micro_f1", "valid/cpa_micro_f1")
+    return Curves(run, str(live_dir), {name: read_curve(live_dir, name) for name in names})
+
+
+def _flatten(row: Mapping, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, name + "/"))
+        else:
+            out[name] = value
+    return out
+
+
+SCALING_STEP_FIGURES = ("critical_steps", "total_steps", "mean_spawned", "mean_subagents")
+
+
+def policy_rows(row: Mapping) -> list[Mapping]:
+    """The phase4 stage writes one row per n with every policy's figures side by side
+    (`learned_wide_cta_micro_f1`, `never_test_critical_steps`, …): split such a row into one row
+    per policy (`{"n": 4, "policy": "learned", "cta/wide/micro_f1": …, "wide/critical_steps": …}`).
+    A row that names its `policy` is returned as it is."""
+    if "policy" in row or "n" not in row:
+        return [row]
+    by_policy: dict[str, dict[str, Any]] = {}
+    for key, value in row.items():
+        if key == "n" or "_" not in key:
+            continue
+        policy, rest = key.split("_", 1)
+        for task in TASKS:
+            if rest.endswith(f"_{task}_micro_f1"):
+                name = f"{task}/{rest[:-len(f'_{task}_micro_f1')]}/micro_f1"
+                break
+        else:
+            figure = next((f for f in SCALING_STEP_FIGURES if rest.endswith(f"_{f}")), None)
+            name = f"{rest[:-len(figure) - 1]}/{figure}" if figure else rest
+        by_policy.setdefault(policy, {"n": row["n"], "policy": policy})[name] = value
+    return list(by_policy.values()) or [row]
+
+
+def parse_scaling(tree: Any, path: str | Path) -> list[dict[str, Any]]:
+    """Phase 4's scaling rows, flattened (`{"n": 4, "policy": "learned", "cta/test/micro_f1": …}`),
+    sorted by (policy in first-seen order, n)."""
+    path = Path(path)
+    rows = tree
+    if isinstance(tree, Mapping):
+        lists = [value for value in tree.values() if isinstance(value, list)]
+        if len(lists) != 1:
+            raise DataError(path, f"expected a list of rows (or a mapping holding one), found keys {sorted(tree)}; "
+                                  f"{rerun_hint('phase4')}")
+        rows = lists[0]
+    if not isinstance(rows, list) or not rows:
+        raise DataError(path, f"expected a non-empty list of rows; {rerun_hint('phase4')}")
+    flat = []
+    rows = [part for row in rows for part in (policy_rows(row) if isinstance(row, Mapping) else [row])]
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise DataError(path, f"row {i}: expected a mapping, got {row!r}; {rerun_hint('phase4')}")
+        row = _flatten(row)
+        n, policy = row.get("n"), row.get("policy")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0 or not isinstance(policy, str):
+            raise DataError(path, f"row {i}: expected `n` (an integer ≥ 0) and `policy` (a name), got "
+                                  f"n={n!r}, policy={policy!r}; {rerun_hint('phase4')}")
+        flat.append(row)
+    order = {p: i for i, p in enumerate(dict.fromkeys(r["policy"] for r in flat))}
+    return sorted(flat, key=lambda r: (order[r["policy"]], r["n"]))
+
+
+def phase4_rows(tree: Any, path: str | Path) -> list[ModelRow]:
+    """One row per Phase 4 policy (layouts in the module docstring)."""
+    if is_f1_tree(tree):
+        return [ModelRow("phase4", "Phase 4", str(path), parse_f1(tree, path, "phase4"))]
+    if not isinstance(tree, Mapping):
+        raise DataError(path, f"expected a JSON object, got {type(tree).__name__}; {rerun_hint('phase4')}")
+    rows = [ModelRow(f"phase4_{name}", f"Phase 4 {name}", str(path), parse_f1(sub, path, "phase4", f"{name}."))
+            for name, sub in tree.items() if is_f1_tree(sub)]
+    if not rows:
+        raise DataError(path, f"no F1 per task and split found (top-level keys: {', '.join(map(str, tree))}); "
+                              f"{rerun_hint('phase4')}")
+    return rows
+
+
+def phase4_domain_tables(tree: Any, path: str | Path) -> list[DomainTable]:
+    """Every `<what>_by_domain` table in the non-F1 top-level sections of Phase 4's metrics."""
+    if not isinstance(tree, Mapping):
+        return []
+    tables = []
+    for section, sub in tree.items():
+        if not isinstance(sub, Mapping) or is_f1_tree(sub):
+            continue
+        for key, value in sub.items():
+            if str(key).endswith("_by_domain"):
+                tables.append(parse_domain_table(value, path, "phase4", f"{section}.{key}",
+                                                 f"Phase 4: {section} {str(key).replace('_', ' ')}"))
+    return tables
+
+
+def collect(baselines: str | Path, phase1_dir: str | Path, phase3_dir: str | Path,
+            phase4_dir: str | Path | None = None) -> Report:
+    """Read every input (paths in the module docstring) into a `Report`.
+
+    phase1_dir holds one directory per agent; the agents are the subdirectories holding a
+    `metrics.json` (sorted, `primary` first, which must be there): the primary's F1 is the
+    report's Phase 1 row, every agent's curves are drawn. phase4_dir is optional; with it,
+    its `metrics.json` is required and its `scaling.json` read when present.
+    """
+    phase1_dir, phase3_dir = Path(phase1_dir), Path(phase3_dir)
+    sources: list[str] = []
+
+    def load(path: Path, stage: str) -> Any:
+        sources.append(str(path))
+        return read_json(path, stage)
+
+    rows = [ModelRow("baseline", "baseline (TF-IDF + LR)", str(baselines),
+                     parse_f1(load(Path(baselines), "baselines"), baselines, "baselines"))]
+    if not phase1_dir.is_dir():
+        raise DataError(phase1_dir, f"Phase 1 results directory not found; {rerun_hint('phase1')}")
+    primary = phase1_dir / "primary" / "metrics.json"
+    rows.append(ModelRow("phase1", "Phase 1 primary", str(primary),
+                         parse_f1(load(primary, "phase1"), primary, "phase1")))
+    agents = ["primary"] + sorted(p.name for p in phase1_dir.iterdir()
+                                  if p.name != "primary" and (p / "metrics.json").is_file())
+    phase1_curves = [read_curves(phase1_dir / agent / "live", agent, "phase1") for agent in agents]
+    sources += [curves.source for curves in phase1_curves]
+
+    phase3_path = phase3_dir / "metrics.json"
+    phase3 = load(phase3_path, "phase3")
+    for name, label in (("control", "Phase 3 control"), ("fused", "Phase 3 fused")):
+        rows.append(ModelRow(name, label, str(phase3_path),
+                             parse_f1(phase3.get(name) if isinstance(phase3, Mapping) else None,
+                                      phase3_path, "phase3", f"{name}.")))
+    routing = phase3.get("routing")
+    activation = _rates(routing.get("activation_rate") if isinstance(routing, Mapping) else None,
+                        phase3_path, "routing.activation_rate", "phase3")
+    domain_tables = [parse_domain_table(routing.get("activation_rate_by_domain"), phase3_path, "phase3",
+                                        "routing.activation_rate_by_domain",
+                                        "Phase 3: share of tables that activated each specialist")]
+    phase3_curves = [read_curves(phase3_dir / "live" / run, run, "phase3") for run in ("fused", "control")]
+    sources += [curves.source for curves in phase3_curves]
+
+    scaling: list[dict[str, Any]] = []
+    if phase4_dir is not None:
+        phase4_dir = Path(phase4_dir)
+        path = phase4_dir / "metrics.json"
+        phase4 = load(path, "phase4")
+        rows.extend(phase4_rows(phase4, path))
+        domain_tables.extend(phase4_domain_tables(phase4, path))
+        if (phase4_dir / "scaling.json").is_file():
+            scaling = parse_scaling(load(phase4_dir / "scaling.json", "phase4"), phase4_dir / "scaling.json")
+    return Report(rows, activation, domain_tables, phase1_curves, phase3_curves, scaling, sources)
+
+
+# ----------------------------------------------------------------------------- markdown
+
+
+def _cell(value: float) -> str:
+    return f"{value:.1f}"
+
+
+def f1_table(report: Report) -> list[str]:
+    """Markdown lines: one row per (task, split), one column per model; cells "micro / macro";
+    the best micro-F1 of a row in bold (every model that reaches it)."""
+    header = ["task", "split"] + [row.name for row in report.rows]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * 2 + "---:|" * len(report.rows)]
+    for task in TASKS:
+        for split in report.splits:
+            scores = [row.f1[task].get(split) for row in report.rows]
+            best = max((s.micro for s in scores if s is not None), default=None)
+            cells = []
+            for s in scores:
+                if s is None:
+                    cells.append("—")
+                    continue
+                micro = f"**{_cell(s.micro)}**" if _cell(s.micro) == _cell(best) else _cell(s.micro)
+                cells.append(f"{micro} / {_cell(s.macro)}")
+            lines.append(f"| {task.upper()} | {split} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _domain_lines(table: DomainTable) -> list[str]:
+    columns = table.columns
+    lines = [f"{table.title} (`{table.source}`):", "",
+             "| domain | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
+    for domain, row in table.values.items():
+        lines.append(f"| {domain} | " + " | ".join(_number(row[c]) if c in row else "—" for c in columns) + " |")
+    return lines
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
+    return str(value)
+
+
+def scaling_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    columns = list(dict.fromkeys(k for row in rows for k in row if k not in ("n", "policy")))
+    lines = ["| policy | n | " + " | ".join(columns) + " |", "|---|---:|" + "---:|" * len(columns)]
+    for row in rows:
+        lines.append(f"| {row['policy']} | {row['n']} | "
+                     + " | ".join(_number(row[c]) if c in row else "—" for c in columns) + " |")
+    return lines
+
+
+FIGURES = {  # file under figures/ → what it shows (the report links each one written)
+    "f1_by_split.png": "F1 per split, every model (micro and macro, CTA and CPA)",
+    "routing_by_domain.png": "routing by table domain",
+    "training_curves.png": "training curves: Phase 1 agents, Phase 3 fused and control",
+    "scaling.png": "Phase 4 scaling: F1 and critical steps against the sub-agent budget n",
+}
+
+
+def report_markdown(report: Report, figures: Sequence[str]) -> str:
+    """`report.md`: the F1 table, routing, Phase 4 scaling (when given), links to `figures`
+    (names under `figures/`)."""
+    lines = ["# Aegir: results", "",
+             "Written by `python -m aegir.stages.report` (DVC stage `report`) from:", ""]
+    lines += [f"* `{source}`" for source in report.sources]
+    lines += ["", "## F1 per split", "",
+              "F1 in percent, each cell **micro** / macro; the best micro-F1 of each row in bold. "
+              "CTA scores every annotated column, CPA every annotated (column 0, column) pair; "
+              "macro-F1 averages over the labels present in that split's gold. "
+              "`real` holds real tables, only ever scored.", ""]
+    lines += f1_table(report)
+    lines += ["", "## Routing (Phase 3)", "",
+              "Share of evaluated tables that activated each specialist: "
+              + ", ".join(f"`{name}` {rate:.3g}" for name, rate in report.activation_rate.items()) + ".", ""]
+    for table in report.domain_tables:
+        lines += _domain_lines(table) + [""]
+    if report.scaling:
+        lines += ["## Scaling (Phase 4)", "", "One row per policy and sub-agent budget n:", ""]
+        lines += scaling_table(report.scaling) + [""]
+    lines += ["## Figures", ""]
+    lines += [f"![{FIGURES.get(name, name)}](figures/{name})" for name in figures]
+    return "\n".join(lines) + "\n"
+
+
+def report_metrics(report: Report) -> dict:
+    """The stage's DVC metrics: micro-F1 gains in points, per task and split (the splits both
+    models score) — Phase 3 fused over its control, over Phase 1 and over the baseline
+    (`fused_minus_control`, …); each Phase 4 row over fused (`phase4_<policy>_minus_fused`).
+    The F1 themselves are in each stage's own metrics; these differences are what the report
+    is read for, and what `dvc exp show` can sort experiments by."""
+    by_key = {row.key: row for row in report.rows}
+    fused = by_key["fused"]
+    pairs = [(fused, by_key[other]) for other in ("control", "phase1", "baseline")]
+    pairs += [(row, fused) for row in report.rows if row.key.startswith("phase4")]
+    out: dict[str, dict] = {}
+    for a, b in pairs:
+        # (+ 0.0 turns a -0.0 into 0.0)
+        out[f"{a.key}_minus_{b.key}"] = {
+            task: {split: round(a.f1[task][split].micro - b.f1[task][split].micro, 2) + 0.0
+                   for split in a.f1[task] if split in b.f1[task]}
+            for task in TASKS}
+    return out
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def png_bytes(fig) -> bytes:
+    """The figure as PNG bytes, closed afterwards. The PNG's metadata (`Software`: the
+    matplotlib version) is dropped, so the bytes depend on the drawing alone."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
+    _pyplot().close(fig)
+    return buffer.getvalue()
+
+
+def f1_bars_png(report: Report) -> bytes:
+    """Grouped bars, 2 × 2 (rows CTA, CPA; columns micro, macro): per split, one bar per model."""
+    plt = _pyplot()
+    splits, rows = report.splits, report.rows
+    fig, axes = plt.subplots(2, 2, figsize=(max(10.0, 1.6 * len(splits) * 2), 8), squeeze=False)
+    width = 0.8 / len(rows)
+    for r, task in enumerate(TASKS):
+        for c, kind in enumerate(("micro", "macro")):
+            ax = axes[r][c]
+            for i, row in enumerate(rows):
+                xs = [j - 0.4 + width * (i + 0.5) for j, s in enumerate(splits) if s in row.f1[task]]
+                ys = [getattr(row.f1[task][s], kind) for s in splits if s in row.f1[task]]
+                ax.bar(xs, ys, width, label=row.name)
+            ax.set_xticks(range(len(splits)), splits, rotation=20, ha="right")
+            ax.set(ylim=(0, 100), ylabel=f"{kind}-F1 (%)", title=f"{task.upper()} {kind}-F1")
+            ax.grid(axis="y", alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", ncol=min(len(rows), 8), fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    return png_bytes(fig)
+
+
+def routing_heatmap_png(tables: Sequence[DomainTable]) -> bytes:
+    """One heatmap per table (domains down, specialists/columns across), numbers in the cells."""
+    plt = _pyplot()
+    heights = [max(3.0, 0.32 * len(t.values) + 1.5) for t in tables]
+    fig, axes = plt.subplots(1, len(tables), figsize=(5.5 * len(tables), max(heights)), squeeze=False)
+    for ax, table in zip(axes[0], tables):
+        domains, columns = list(table.values), table.columns
+        grid = [[table.values[d].get(c, math.nan) for c in columns] for d in domains]
+        finite = [v for row in grid for v in row if math.isfinite(v)]
+        rate_like = all(0.0 <= v <= 1.0 for v in finite)
+        image = ax.imshow(grid, aspect="auto", cmap="viridis",
+                          vmin=0.0, vmax=1.0 if rate_like else max(finite, default=1.0))
+        ax.set_xticks(range(len(columns)), columns, rotation=30, ha="right")
+        ax.set_yticks(range(len(domains)), domains)
+        for y, row in enumerate(grid):
+            for x, value in enumerate(row):
+                if math.isfinite(value):
+                    ax.text(x, y, _number(value), ha="center", va="center", fontsize=7,
+                            color="white" if value < 0.5 * (1.0 if rate_like else max(finite)) else "black")
+        ax.set_title(table.title, fontsize=9)
+        fig.colorbar(image, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    return png_bytes(fig)
+
+
+def training_curves_png(phase1: Sequence[Curves], phase3: Sequence[Curves]) -> bytes:
+    """2 × 2: train loss and validation micro-F1 (CTA solid, CPA dashed) of each Phase 1 agent
+    (top) and of Phase 3's fused and control runs (bottom)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    for r, (phase, runs) in enumerate((("Phase 1", phase1), ("Phase 3", phase3))):
+        loss_ax, f1_ax = axes[r]
+        for i, curves in enumerate(runs):
+            color = f"C{i}"
+            steps, loss = curves.series["train/loss"]
+            loss_ax.plot(steps, loss, color=color, marker="o" if len(steps) <= 30 else None, markersize=3,
+                         label=curves.run)
+            for task, style in (("cta", "-"), ("cpa", "--")):
+                f1_ax.plot(*curves.series[f"valid/{task}_micro_f1"], style, color=color, marker="o",
+                           markersize=3, label=f"{curves.run} {task.upper()}")
+        loss_ax.set(xlabel="step", ylabel="train loss", title=f"{phase}: training loss")
+        f1_ax.set(xlabel="step", ylabel="micro-F1 (%, valid)", title=f"{phase}: validation micro-F1")
+        for ax in (loss_ax, f1_ax):
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    return png_bytes(fig)
+
+
+def scaling_series(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The per-row figures the scaling figure draws against n: micro-F1 columns (their names
+    hold `f1` or start with a task, and do not say macro or support), then the critical steps
+    and mean spawned sub-agents where given."""
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    numeric = [k for k in keys if k not in ("n", "policy")
+               and all(isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool)
+                       for r in rows if k in r)]
+    f1 = [k for k in numeric if ("f1" in k.lower() or k.split("/")[0] in TASKS)
+          and not any(word in k.lower() for word in ("macro", "support"))]
+    rest = [k for k in numeric if k.split("/")[-1] in ("critical_steps", "mean_spawned", "mean_subagents")]
+    return f1 + rest
+
+
+def scaling_png(rows: Sequence[Mapping[str, Any]]) -> bytes:
+    """One panel per series of `scaling_series` against n (one line per policy); n on a
+    symmetric-log axis (base 2), since budgets double."""
+    plt = _pyplot()
+    series = scaling_series(rows)
+    if not series:
+        raise ValueError("no F1 or critical-steps figures in the scaling rows")
+    columns = min(3, len(series))
+    grid_rows = math.ceil(len(series) / columns)
+    fig, axes = plt.subplots(grid_rows, columns, figsize=(4.6 * columns, 3.6 * grid_rows), squeeze=False)
+    policies = list(dict.fromkeys(r["policy"] for r in rows))
+    ns = sorted({r["n"] for r in rows})
+    for ax, key in zip([a for line in axes for a in line], series):
+        for i, policy in enumerate(policies):
+            points = [(r["n"], r[key]) for r in rows if r["policy"] == policy and key in r]
+            if points:
+                ax.plot(*zip(*points), marker="o", color=f"C{i}", label=policy)
+        ax.set_xscale("symlog", base=2, linthresh=1)
+        ax.set_xticks(ns, [str(n) for n in ns])
+        ax.set(xlabel="sub-agent budget n", title=key.replace("/", " "))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in [a for line in axes for a in line][len(series):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return png_bytes(fig)
+
+
+def report_figures(report: Report) -> dict[str, bytes]:
+    """Every figure the report has inputs for: file name → PNG bytes (scaling only with Phase 4's
+    scaling rows)."""
+    figures = {"f1_by_split.png": f1_bars_png(report),
+               "routing_by_domain.png": routing_heatmap_png(report.domain_tables),
+               "training_curves.png": training_curves_png(report.phase1_curves, report.phase3_curves)}
+    if report.scaling and scaling_series(report.scaling):
+        figures["scaling.png"] = scaling_png(report.scaling)
+    return figures
+
+
+__all__ = ["Curves", "DomainTable", "ModelRow", "Report", "SplitF1", "collect", "f1_bars_png", "parse_f1",
+           "png_bytes", "read_json", "report_figures", "report_markdown", "report_metrics",
+           "routing_heatmap_png", "scaling_png", "training_curves_png"]

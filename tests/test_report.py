@@ -1,0 +1,248 @@
+"""The report stage on small hand-made inputs: the table, the gains, the figures, the errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aegir.eval.report import collect, report_markdown, scaling_series
+from aegir.stages.report import main
+from conftest import ROOT
+
+SPLITS = ("valid", "test", "corner_cases", "missing_values", "format_heterogeneity", "real")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def f1_tree(base: float, splits=SPLITS) -> dict:
+    """A headline F1 tree whose figures differ per task and split (so a mix-up shows)."""
+    return {task: {split: {"micro": round(base + 10 * t + i, 2), "macro": round(base / 2 + 10 * t + i, 2)}
+                   for i, split in enumerate(splits)}
+            for t, task in enumerate(("cta", "cpa"))}
+
+
+def write_curve(live: Path, name: str, rows: list[tuple[int, float]]) -> None:
+    path = live / "plots" / "metrics" / f"{name}.tsv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"step\t{name.rsplit('/', 1)[-1]}\n" + "".join(f"{s}\t{v}\n" for s, v in rows))
+
+
+def write_run(live: Path, start_loss: float) -> None:
+    write_curve(live, "train/loss", [(step, start_loss - 0.1 * step) for step in range(0, 40, 2)])
+    write_curve(live, "valid/cta_micro_f1", [(10, 20.0), (20, 35.0), (30, 41.5)])
+    write_curve(live, "valid/cpa_micro_f1", [(10, 5.0), (20, 12.5), (30, 20.0)])
+
+
+@pytest.fixture
+def inputs(tmp_path) -> dict[str, Path]:
+    """results/ of a run that got as far as phase3: baselines, two Phase 1 agents, Phase 3."""
+    results = tmp_path / "results"
+    (results / "baselines").mkdir(parents=True)
+    (results / "baselines" / "metrics.json").write_text(json.dumps(f1_tree(40.0)))
+    for agent, base in (("primary", 50.0), ("places", 30.0)):
+        (results / "phase1" / agent).mkdir(parents=True)
+        (results / "phase1" / agent / "metrics.json").write_text(json.dumps(f1_tree(base)))
+        write_run(results / "phase1" / agent / "live", 9.0 if agent == "primary" else 8.0)
+    phase3 = {"phase1": f1_tree(50.0), "control": f1_tree(52.0), "fused": f1_tree(55.5),
+              "routing": {"activation_rate": {"places": 0.25, "primary": 1.0},
+                          "activation_rate_by_domain": {"Hotel": {"places": 0.75, "primary": 1.0},
+                                                        "Movie": {"places": 0.0, "primary": 1.0}}}}
+    (results / "phase3").mkdir()
+    (results / "phase3" / "metrics.json").write_text(json.dumps(phase3))
+    for run, loss in (("fused", 7.0), ("control", 7.2)):
+        write_run(results / "phase3" / "live" / run, loss)
+    return {"baselines": results / "baselines" / "metrics.json", "phase1": results / "phase1",
+            "phase3": results / "phase3", "out": results / "report"}
+
+
+def add_phase4(results: Path) -> Path:
+    """A Phase 4 result as the phase4 stage is to write it: three policies (a `wide` split that
+    only Phase 4 scores), spawning by domain, and the scaling rows."""
+    phase4 = results / "phase4"
+    phase4.mkdir()
+    splits = SPLITS + ("wide",)
+    metrics = {"learned": f1_tree(58.0, splits), "never_spawn": f1_tree(51.0, splits),
+               "always_spawn": f1_tree(54.0, splits),
+               "spawning": {"mean_spawned_by_domain": {"Hotel": 2.5, "Movie": 1.0},
+                            "mean_spawned": 1.8}}
+    (phase4 / "metrics.json").write_text(json.dumps(metrics))
+    rows = [{"n": n, "policy": policy, "cta": {"test": {"micro_f1": 50.0 + n + bonus}},
+             "cpa": {"test": {"micro_f1": 30.0 + n / 2 + bonus}}, "mean_spawned": float(min(n, 3)),
+             "critical_steps": 100 + 10 * n, "total_steps": 100 + 40 * n, "wall_clock_batched_s": 0.5}
+            for policy, bonus in (("learned", 2.0), ("never_spawn", 0.0), ("always_spawn", 1.0))
+            for n in (0, 1, 2, 4, 8, 16)]
+    (phase4 / "scaling.json").write_text(json.dumps(rows))
+    return phase4
+
+
+def argv(inputs: dict[str, Path], phase4: Path | None = None) -> list[str]:
+    args = [f"--{key}={path}" for key, path in inputs.items()]
+    return args + ([f"--phase4={phase4}"] if phase4 else [])
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """(width, height) from a PNG's IHDR chunk, after checking the signature."""
+    assert data[:8] == PNG_SIGNATURE and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def digest(directory: Path) -> dict[str, str]:
+    return {p.relative_to(directory).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def test_report_without_phase4(inputs, capsys):
+    assert main(argv(inputs)) == 0
+    out = inputs["out"]
+    markdown = (out / "report.md").read_text()
+    header = "| task | split | baseline (TF-IDF + LR) | Phase 1 primary | Phase 3 control | Phase 3 fused |"
+    assert header in markdown
+    # one row per task and split, every split of the inputs (real included); fused is best
+    # everywhere, in bold; cells are micro / macro
+    for t, task in enumerate(("CTA", "CPA")):
+        for i, split in enumerate(SPLITS):
+            b, p, c, f = (base + 10 * t + i for base in (40.0, 50.0, 52.0, 55.5))
+            fm = 55.5 / 2 + 10 * t + i
+            assert (f"| {task} | {split} | {b:.1f} / {40 / 2 + 10 * t + i:.1f} | {p:.1f} / {25 + 10 * t + i:.1f} | "
+                    f"{c:.1f} / {26 + 10 * t + i:.1f} | **{f:.1f}** / {fm:.1f} |") in markdown
+    assert "Phase 4" not in markdown and "| Hotel | 0.75 | 1 |" in markdown
+    assert "`places` 0.25" in markdown
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics) == {"fused_minus_control", "fused_minus_phase1", "fused_minus_baseline"}
+    assert metrics["fused_minus_control"]["cta"] == {split: 3.5 for split in SPLITS}
+    assert metrics["fused_minus_baseline"]["cpa"]["real"] == 15.5
+    figures = sorted(p.name for p in (out / "figures").iterdir())
+    assert figures == ["f1_by_split.png", "routing_by_domain.png", "training_curves.png"]
+    for name in figures:
+        data = (out / "figures" / name).read_bytes()
+        width, height = png_size(data)
+        assert width >= 400 and height >= 300 and len(data) > 10_000
+        assert f"](figures/{name})" in markdown
+    assert "fused − control micro-F1 (points): CTA test +3.5" in capsys.readouterr().out
+
+
+def test_report_with_phase4_adds_its_rows_split_heatmap_and_scaling(inputs):
+    assert main(argv(inputs)) == 0
+    heatmap_without = png_size((inputs["out"] / "figures" / "routing_by_domain.png").read_bytes())
+    phase4 = add_phase4(inputs["phase1"].parent)
+    assert main(argv(inputs, phase4)) == 0
+    out = inputs["out"]
+    markdown = (out / "report.md").read_text()
+    assert "| Phase 3 fused | Phase 4 learned | Phase 4 never_spawn | Phase 4 always_spawn |" in markdown
+    # `wide`: only Phase 4 scores it, the others show a dash; listed after the configured splits
+    assert "| CTA | wide | — | — | — | — | **64.0** / 35.0 | 57.0 / 31.5 | 60.0 / 33.0 |" in markdown
+    assert markdown.index("| CTA | real |") < markdown.index("| CTA | wide |") < markdown.index("| CPA | valid |")
+    assert "Phase 4: spawning mean spawned by domain" in markdown and "| Hotel | 2.5 |" in markdown
+    assert "## Scaling (Phase 4)" in markdown and "| learned | 16 | 68.0 | 40.0 | 3 | 260 | 740 | 0.5 |" in markdown
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["phase4_learned_minus_fused"]["cta"]["test"] == 2.5
+    assert metrics["phase4_never_spawn_minus_fused"]["cpa"]["valid"] == -4.5
+    assert "wide" not in metrics["phase4_learned_minus_fused"]["cta"]  # fused has no `wide` to subtract
+    figures = sorted(p.name for p in (out / "figures").iterdir())
+    assert figures == ["f1_by_split.png", "routing_by_domain.png", "scaling.png", "training_curves.png"]
+    assert png_size((out / "figures" / "scaling.png").read_bytes())[0] >= 800
+    # the spawning heatmap sits beside Phase 3's routing: the figure is about twice as wide
+    assert png_size((out / "figures" / "routing_by_domain.png").read_bytes())[0] > 1.8 * heatmap_without[0]
+
+
+def test_scaling_series_are_micro_f1_then_steps():
+    rows = [{"n": 1, "policy": "learned", "cta/test/micro_f1": 1.0, "cta/test/macro_f1": 1.0,
+             "critical_steps": 5, "total_steps": 9, "mean_spawned": 1.0, "note": "x"}]
+    assert scaling_series(rows) == ["cta/test/micro_f1", "critical_steps", "mean_spawned"]
+
+
+def test_same_inputs_give_byte_identical_outputs_in_another_process(inputs, tmp_path):
+    """In-process and in a fresh interpreter: the same bytes, PNG included (no matplotlib
+    version or date in the PNG's metadata)."""
+    phase4 = add_phase4(inputs["phase1"].parent)
+    assert main(argv(inputs, phase4)) == 0
+    other = dict(inputs, out=tmp_path / "again")
+    subprocess.run([sys.executable, "-m", "aegir.stages.report", *argv(other, phase4)], check=True,
+                   capture_output=True, cwd=ROOT)
+    first, second = digest(inputs["out"]), digest(other["out"])
+    assert len(first) == 6 and first == second
+    assert b"matplotlib" not in (inputs["out"] / "figures" / "f1_by_split.png").read_bytes()
+
+
+@pytest.mark.parametrize(("remove", "stage"), [
+    ("baselines/metrics.json", "baselines"),
+    ("phase1/primary/metrics.json", "phase1"),
+    ("phase1/places/live", "phase1"),
+    ("phase3/metrics.json", "phase3"),
+    ("phase3/live/control", "phase3"),
+    ("phase4/metrics.json", "phase4"),
+])
+def test_a_missing_input_names_the_file_and_the_stage_and_writes_nothing(inputs, capsys, remove, stage):
+    import shutil
+
+    results = inputs["phase1"].parent
+    phase4 = add_phase4(results)
+    older = {"report.md": "an older report\n", "metrics.json": "{}\n", "figures/f1_by_split.png": "old"}
+    for name, text in older.items():  # an earlier run's outputs: they must survive the failure
+        (inputs["out"] / name).parent.mkdir(parents=True, exist_ok=True)
+        (inputs["out"] / name).write_text(text)
+    target = results / remove
+    shutil.rmtree(target) if target.is_dir() else target.unlink()
+    with pytest.raises(SystemExit) as exc:
+        main(argv(inputs, phase4))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"report: error: {results / remove}" in err and f"`dvc repro {stage}`" in err, err
+    assert {p.relative_to(inputs["out"]).as_posix(): p.read_text()
+            for p in inputs["out"].rglob("*") if p.is_file()} == older
+    assert not [p for p in results.rglob("*.tmp")]
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    ("{not json", "not valid JSON"),
+    (json.dumps({"control": f1_tree(1.0)}), "fused.cta: expected F1 per split"),
+    (json.dumps({"control": f1_tree(1.0), "fused": {**f1_tree(1.0), "cpa": {"test": {"micro": 140.0, "macro": 1}}}}),
+     "fused.cpa.test.micro: expected an F1 in percent (0 … 100), got 140.0"),
+    (json.dumps({"control": f1_tree(1.0), "fused": f1_tree(1.0), "routing": {"activation_rate": {"a": "high"}}}),
+     "routing.activation_rate.a: expected a number, got 'high'"),
+])
+def test_a_malformed_input_names_the_file_and_the_key(inputs, capsys, content, problem):
+    (inputs["phase3"] / "metrics.json").write_text(content)
+    with pytest.raises(SystemExit) as exc:
+        main(argv(inputs))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{inputs['phase3'] / 'metrics.json'}: " in err and problem in err and "`dvc repro phase3`" in err, err
+    assert not inputs["out"].exists()
+
+
+def test_scores_layout_is_read_too(inputs):
+    """A stage's scores.json layout (micro_f1/macro_f1/support) reads like its headline."""
+    scores = {task: {split: {"micro_f1": m["micro"], "macro_f1": m["macro"], "support": 7}
+                     for split, m in by_split.items()} for task, by_split in f1_tree(40.0).items()}
+    inputs["baselines"].write_text(json.dumps(scores))
+    headline = report_markdown(collect(inputs["baselines"], inputs["phase1"], inputs["phase3"]), [])
+    inputs["baselines"].write_text(json.dumps(f1_tree(40.0)))
+    assert report_markdown(collect(inputs["baselines"], inputs["phase1"], inputs["phase3"]), []) == headline
+
+
+def test_help_says_how_to_run_and_view_it(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    assert "dvc repro report" in text and "--phase4" in text and "dvc plots show" in text
+
+
+def test_scaling_rows_of_the_phase4_stage_are_split_per_policy(tmp_path):
+    """The phase4 stage writes one row per n with every policy side by side; the report reads
+    them as one row per (policy, n) with task/split names."""
+    from aegir.eval.report import parse_scaling
+    rows = [{"n": n, "learned_wide_cta_micro_f1": 70.0 + n, "never_wide_cta_micro_f1": 70.0,
+             "learned_corner_cases_cpa_micro_f1": 60.0, "learned_wide_critical_steps": 7.5 + n,
+             "never_wide_critical_steps": 7.5, "learned_wide_mean_subagents": float(n)} for n in (0, 4)]
+    parsed = parse_scaling(rows, tmp_path / "scaling.json")
+    assert [(r["policy"], r["n"]) for r in parsed] == [("learned", 0), ("learned", 4), ("never", 0), ("never", 4)]
+    assert parsed[1]["cta/wide/micro_f1"] == 74.0 and parsed[1]["cpa/corner_cases/micro_f1"] == 60.0
+    assert parsed[1]["wide/critical_steps"] == 11.5 and parsed[1]["wide/mean_subagents"] == 4.0
+    assert "cta/wide/micro_f1" in scaling_series(parsed) and "wide/critical_steps" in scaling_series(parsed)
