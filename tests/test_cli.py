@@ -84,7 +84,7 @@ def test_evaluate_prepared_data_writes_json(tmp_path, checkpoint, prepared):
     assert result.exit_code == 0, result.output
     scores = json.loads(out.read_text())
     assert set(scores) == {"train", "valid", "test", "corner_cases", "missing_values", "format_heterogeneity",
-                           "real"}
+                           "real", "wide"}
     assert scores["test"]["cta"]["support"] > 0
     assert "corner_cases" in result.output
 

@@ -225,6 +225,23 @@ def test_loss_without_labels_is_finite():
     assert parts["cta"] == 0 and parts["cpa"] == 0
 
 
+def test_label_smoothing_matches_its_formula():
+    """CE with smoothing ε = (1 − ε)·CE + ε·mean over classes of −log p, per labelled column."""
+    model = tiny_model()
+    batch = make_batch(TABLES, cta=[[3, 7, 11], [5, 2]], cpa=[[4, 9], [1]])
+    output = model(batch)
+    eps = 0.2
+    _, plain = model.loss(batch, output)
+    _, smooth = model.loss(batch, output, label_smoothing=eps)
+    for task, logits, labels in (("cta", output.cta_logits, batch.cta_labels),
+                                 ("cpa", output.cpa_logits, batch.cpa_labels)):
+        keep = labels != IGNORE_INDEX
+        logp = torch.log_softmax(logits[keep].float(), dim=-1)
+        expected = ((1 - eps) * -logp.gather(1, labels[keep][:, None]).squeeze(1) + eps * -logp.mean(1)).mean()
+        assert torch.allclose(smooth[task], expected, atol=1e-5), task
+        assert not torch.allclose(smooth[task], plain[task])
+
+
 def test_presets_build_and_have_expected_sizes():
     assert set(PRESETS) == {"tiny", "cpu", "gpu"}
     sizes = {}

@@ -56,7 +56,7 @@ def test_same_seed_gives_byte_identical_checkpoint_and_metrics(tiny_setup):
     scores = json.loads((tiny_setup / "a/metrics/scores.json").read_text())
     assert scores["steps"] == 8
     assert set(scores["cta"]) == {"valid", "test", "corner_cases", "missing_values", "format_heterogeneity",
-                                  "real"}
+                                  "real", "wide"}
     headline = json.loads((tiny_setup / "a/metrics/metrics.json").read_text())
     assert headline["cpa"]["test"] == {"micro": round(scores["cpa"]["test"]["micro_f1"], 2),
                                        "macro": round(scores["cpa"]["test"]["macro_f1"], 2)}

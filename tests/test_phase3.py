@@ -1,4 +1,4 @@
-"""The phase3 stage on tiny settings: determinism, resume after SIGKILL, outputs, bad input."""
+"""The phase3 and phase4 stages on tiny settings: determinism, resume after SIGKILL, outputs, bad input."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_two_runs_are_byte_identical_and_report_every_variant(tiny_phase1):
     for variant in ("phase1", "control", "fused", "ensemble"):
         for task in ("cta", "cpa"):
             assert set(scores[variant][task]) == {"valid", "test", "corner_cases", "missing_values",
-                                                  "format_heterogeneity", "real"}
+                                                  "format_heterogeneity", "real", "wide"}
             assert set(scores[variant][task]["test"]) == {"micro_f1", "macro_f1", "support"}
     assert set(scores["routing"]["activation_rate"]) == {"primary", "places", "media"}
     assert scores["critical_steps"]["primary_only"] == 4  # tiny: 1 encoder + 1 main + 1 decoder + 1 context
@@ -137,3 +137,120 @@ def test_bad_inputs_fail_clearly(tiny_phase1):
     args[args.index("models")] = "models_broken"
     proc = run_module(tiny_phase1, *args, check=False)
     assert proc.returncode == 2 and "models_broken/media/model.safetensors: not a readable safetensors file" in proc.stderr
+
+
+# ----------------------------------------------------------------------------- phase4 (over phase3's "a")
+
+
+PHASE4_OUTPUTS = ("model/model.safetensors", "model/config.json", "metrics/metrics.json", "metrics/scores.json",
+                  "metrics/scaling.json", "metrics/live/metrics.json", "metrics/live/plots/metrics/reward/reward.tsv")
+
+
+def phase4_args(run: str, params: str = "params.yaml") -> list[str]:
+    return ["aegir.stages.phase4", "--params", params, "--data", "data", "--phase3", "a/model", "--models", "models",
+            "--out", f"{run}/model", "--metrics", f"{run}/metrics", "--state", f"{run}/state"]
+
+
+def test_phase4_reports_the_swarm_and_a_killed_run_resumes_to_the_same_bytes(tiny_phase1):
+    if not (tiny_phase1 / "a/model/model.safetensors").exists():
+        run_module(tiny_phase1, *phase3_args("a"))
+    params = yaml.safe_load((tiny_phase1 / "params.yaml").read_text())
+    longer = deep_update(params, {"phase4": {"steps": 24}})  # long enough to be killed mid-training
+    (tiny_phase1 / "p4.yaml").write_text(yaml.safe_dump(longer, sort_keys=False))
+    run_module(tiny_phase1, *phase4_args("s4", "p4.yaml"))
+    kill_at_saved_step([sys.executable, "-m", *phase4_args("s4killed", "p4.yaml")], tiny_phase1, tool_env(ROOT),
+                       tiny_phase1 / "s4killed/state/state.json", 2)
+    assert not (tiny_phase1 / "s4killed/model").exists()
+    resumed = run_module(tiny_phase1, *phase4_args("s4killed", "p4.yaml"))
+    assert "resuming phase4 at step" in resumed.stdout + resumed.stderr
+    for rel in PHASE4_OUTPUTS:
+        assert digest(tiny_phase1 / "s4killed" / rel) == digest(tiny_phase1 / "s4" / rel), rel
+
+    metrics = json.loads((tiny_phase1 / "s4/metrics/metrics.json").read_text())
+    assert set(metrics) == {"learned", "never", "always"}
+    for kind in metrics:
+        assert set(metrics[kind]["cta"]) == {"valid", "test", "corner_cases", "missing_values",
+                                             "format_heterogeneity", "real", "wide"}
+    scores = json.loads((tiny_phase1 / "s4/metrics/scores.json").read_text())
+    # never spawning is the Phase 3 orchestrator's own labels (the merge only rescales them)
+    fused = json.loads((tiny_phase1 / "a/metrics/scores.json").read_text())["fused"]
+    assert scores["never"]["cta"]["test"]["micro_f1"] == pytest.approx(fused["cta"]["test"]["micro_f1"])
+    assert scores["never"]["spawn"]["test"]["mean_subagents"] == 0
+    cap = longer["phase4"]["max_subagents"]
+    assert all(0 <= scores["learned"]["spawn"][s]["mean_subagents"] for s in scores["learned"]["spawn"])
+    rows = json.loads((tiny_phase1 / "s4/metrics/scaling.json").read_text())
+    assert [row["n"] for row in rows] == longer["phase4"]["scaling_n"]
+    for row in rows:
+        for split in ("test", "corner_cases", "wide"):
+            # the budget: wide search never spawns more than n; deep search adds its own round
+            assert row[f"always_{split}_mean_subagents"] <= row["n"]
+            assert row[f"never_{split}_critical_steps"] <= row[f"always_{split}_critical_steps"]
+            assert row[f"never_{split}_total_steps"] <= row[f"always_{split}_total_steps"]
+    wide_tables = [row["always_wide_mean_subagents"] for row in rows]
+    assert wide_tables == sorted(wide_tables) and wide_tables[-1] > 0 and rows[-1]["n"] == cap
+    timing = json.loads((tiny_phase1 / "s4/metrics/timing.json").read_text())
+    assert list(timing["subagents_batched_vs_sequential"]) == [f"n{n}" for n in longer["phase4"]["scaling_n"] if n]
+    config = json.loads((tiny_phase1 / "s4/model/config.json").read_text())
+    assert [s["name"] for s in config["swarm"]["specialists"]] == ["primary", "places", "media"]
+    assert config["swarm"]["phase3"]["fingerprint"] == hashlib.sha256(
+        b"config.json" + (tiny_phase1 / "a/model/config.json").read_bytes()
+        + b"model.safetensors" + (tiny_phase1 / "a/model/model.safetensors").read_bytes()).hexdigest()
+
+
+def test_annotate_and_evaluate_with_the_swarm_checkpoint(tiny_phase1):
+    """`aegir annotate --checkpoint models/phase4` shows the sub-agents spawned and the critical
+    steps; `aegir evaluate` scores the swarm as the stage did (its learned policy)."""
+    if not (tiny_phase1 / "s4/model/model.safetensors").exists():
+        test_phase4_reports_the_swarm_and_a_killed_run_resumes_to_the_same_bytes(tiny_phase1)
+    (tiny_phase1 / "t.csv").write_text("name,phone,zip,opened,rooms,stars\n"
+                                       "Hotel Adlon,+49 30 22610,10117,1907-10-23,382,5\n"
+                                       "The Ritz,+44 20 7493 8181,W1J 9BR,1906-05-24,136,5\n"
+                                       "Cafe Central,+43 1 533 37 63,1010,1876-01-01,0,3\n")
+    proc = run_module(tiny_phase1, "aegir.cli", "annotate", "t.csv", "--checkpoint", "s4/model", "--json")
+    result = json.loads(proc.stdout)
+    swarm = result["swarm"]
+    assert set(swarm) == {"subagents", "specialist", "groups", "deep_search", "deep_columns", "phase3_specialists",
+                          "critical_steps", "total_steps"}
+    assert 0 <= swarm["subagents"] <= 4 and len(swarm["groups"]) == swarm["subagents"]
+    assert sorted(c for g in swarm["groups"] for c in g[1:]) == (list(range(1, 6)) if swarm["subagents"] else [])
+    assert swarm["critical_steps"] <= swarm["total_steps"] and len(result["columns"]) == 6
+    text = run_module(tiny_phase1, "aegir.cli", "annotate", "t.csv", "--checkpoint", "s4/model").stdout
+    assert "swarm: " in text and f"{swarm['critical_steps']} critical steps" in text
+    proc = run_module(tiny_phase1, "aegir.cli", "evaluate", "--checkpoint", "s4/model", "--data", "data",
+                      "--split", "test", "--split", "wide", "--out", "s4eval.json")
+    evaluated = json.loads((tiny_phase1 / "s4eval.json").read_text())
+    scores = json.loads((tiny_phase1 / "s4/metrics/scores.json").read_text())
+    for split in ("test", "wide"):
+        for task in ("cta", "cpa"):
+            assert evaluated[split][task]["micro_f1"] == pytest.approx(scores["learned"][task][split]["micro_f1"])
+
+
+def test_phase4_bad_inputs_fail_clearly(tiny_phase1):
+    params = yaml.safe_load((tiny_phase1 / "params.yaml").read_text())
+    bad = deep_update(params, {"phase4": {"specialists": ["primary", "nobody"]}})
+    (tiny_phase1 / "bad4.yaml").write_text(yaml.safe_dump(bad, sort_keys=False))
+    proc = run_module(tiny_phase1, *phase4_args("bad4", "bad4.yaml"), check=False)
+    assert proc.returncode == 2 and "phase4.specialists: unknown agent(s) ['nobody']" in proc.stderr
+    args = phase4_args("bad4")
+    args[args.index("a/model")] = "missing_phase3"
+    proc = run_module(tiny_phase1, *args, check=False)
+    assert proc.returncode == 2 and "missing_phase3" in proc.stderr
+    assert not (tiny_phase1 / "bad4").exists()  # nothing half-written
+
+
+def test_swarm_checkpoint_refuses_a_changed_subagent(tiny_phase1):
+    """The swarm names its frozen parts by fingerprint: a retrained sub-agent is an error naming it."""
+    import shutil
+
+    if not (tiny_phase1 / "s4/model/model.safetensors").exists():
+        test_phase4_reports_the_swarm_and_a_killed_run_resumes_to_the_same_bytes(tiny_phase1)
+    moved = tiny_phase1 / "moved"
+    for rel in ("s4/model", "a/model", "models"):  # the same layout elsewhere: relative paths still hold
+        shutil.copytree(tiny_phase1 / rel, moved / rel)
+    (moved / "t.csv").write_text("name,phone\nHotel Adlon,+49 30 22610\nThe Ritz,+44 20 7493 8181\n")
+    ok = run_module(moved, "aegir.cli", "annotate", "t.csv", "--checkpoint", "s4/model", check=False)
+    assert ok.returncode == 0, ok.stderr
+    config = moved / "models/places/config.json"
+    config.write_text(config.read_text() + " ")
+    proc = run_module(moved, "aegir.cli", "annotate", "t.csv", "--checkpoint", "s4/model", check=False)
+    assert proc.returncode == 2 and "models/places" in proc.stderr and "has changed" in proc.stderr, proc.stderr

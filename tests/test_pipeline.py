@@ -55,7 +55,9 @@ REPRODUCIBLE = ["data/prepared", "results/prepare/stats.json", "results/prepare/
                 "results/baselines/metrics.json", "results/baselines/scores.json", "models/phase1",
                 "results/phase1/primary/metrics.json", "results/phase1/primary/scores.json",
                 "results/phase1/primary/live", "results/phase1/places/metrics.json",
-                "results/phase2/report.json", "results/phase2/metrics.json", "results/phase2/plots"]
+                "results/phase2/report.json", "results/phase2/metrics.json", "results/phase2/plots",
+                "models/phase4", "results/phase4/metrics.json", "results/phase4/scores.json",
+                "results/phase4/scaling.json", "results/phase4/live", "results/report"]
 
 
 def test_repro_writes_prepared_data_and_baseline_metrics(project):
@@ -70,7 +72,7 @@ def test_repro_writes_prepared_data_and_baseline_metrics(project):
     baselines = json.loads((project / "results/baselines/metrics.json").read_text())
     for task in ("cta", "cpa"):
         assert set(baselines[task]) == {"valid", "test", "corner_cases", "missing_values", "format_heterogeneity",
-                                        "real"}
+                                        "real", "wide"}
         assert 0 < baselines[task]["test"]["micro"] <= 100
         assert baselines[task]["test"]["micro"] == round(scores[task]["test"]["micro_f1"], 2)
         assert scores[task]["test"]["support"] > 0 and "train" in scores[task]
@@ -81,10 +83,12 @@ def test_metrics_show_only_headline_figures(project):
     per-label counts, supports and the reward report's detail stay out of it."""
     shown = json.loads(run_tool(project, "dvc", "metrics", "show", "--json").stdout)
     data = {path: entry["data"] for rev in shown.values() for path, entry in rev["data"].items()}
-    phase3 = {"results/phase3/metrics.json", "results/phase3/timing.json"}
+    phase3 = {"results/phase3/metrics.json", "results/phase3/timing.json",
+              "results/phase4/metrics.json", "results/phase4/timing.json"}
+    report = "results/report/metrics.json"
     assert set(data) == {"results/prepare/metrics.json", "results/baselines/metrics.json",
-                         "results/phase2/metrics.json", *phase3} | {f"results/phase1/{a}/{f}.json" for a in
-                                                                    ("primary", "places", "media") for f in ("metrics", "timing")}
+                         "results/phase2/metrics.json", *phase3, report} | {
+        f"results/phase1/{a}/{f}.json" for a in ("primary", "places", "media") for f in ("metrics", "timing")}
     assert data["results/phase2/metrics.json"]["checks"] == 21 and data["results/phase2/metrics.json"]["failed"] == 0
     assert data["results/phase1/primary/timing.json"]["wall_seconds"] > 0
     assert set(data["results/phase3/metrics.json"]) == {"phase1", "control", "fused", "routing"}
@@ -92,17 +96,49 @@ def test_metrics_show_only_headline_figures(project):
     def leaves(tree):
         return sum(leaves(v) for v in tree.values()) if isinstance(tree, dict) else 1
 
-    # the first dvc.yaml showed about 450 figures before Phase 3 existed
-    assert sum(leaves(d) for path, d in data.items() if path not in phase3) < 130
+    # the first dvc.yaml showed about 450 figures before Phase 3 existed (137 since the `wide` split)
+    assert sum(leaves(d) for path, d in data.items() if path not in phase3 | {report}) < 140
+    # the report: fused's micro-F1 gain over control, Phase 1 and the baseline, per split and task,
+    # and each Phase 4 policy's gain over fused
+    assert leaves(data[report]) >= 3 * 2 * len(data["results/baselines/metrics.json"]["cta"])
     # Phase 3: micro/macro per split and task of three models, activation rates (overall and
     # per domain of the 17), wall clock: nothing per label, no supports
     domains = len(data["results/phase3/metrics.json"]["routing"]["activation_rate_by_domain"])
-    assert leaves(data["results/phase3/metrics.json"]) == 3 * 2 * 6 * 2 + 3 + 3 * domains
+    assert leaves(data["results/phase3/metrics.json"]) == 3 * 2 * 7 * 2 + 3 + 3 * domains
+    # Phase 4: micro/macro per split and task of the learned policy and the two controls
+    assert leaves(data["results/phase4/metrics.json"]) == 3 * 2 * 7 * 2
 
 
 def test_status_clean_after_repro(project):
     proc = run_tool(project, "dvc", "status")
     assert "up to date" in proc.stdout, proc.stdout
+
+
+def test_report_gathers_every_stage_and_reruns_byte_identical(project):
+    """`dvc repro` ends with the report: its table holds each stage's own figures, its figures
+    are what `dvc plots show` lists, and a forced rerun writes the same bytes."""
+    markdown = (project / "results/report/report.md").read_text()
+    baselines = json.loads((project / "results/baselines/metrics.json").read_text())
+    phase1 = json.loads((project / "results/phase1/primary/metrics.json").read_text())
+    phase3 = json.loads((project / "results/phase3/metrics.json").read_text())
+    phase4 = json.loads((project / "results/phase4/metrics.json").read_text())
+    models = [baselines, phase1, phase3["control"], phase3["fused"]] + [phase4[p] for p in ("learned", "never", "always")]
+    header = next(line for line in markdown.splitlines() if line.startswith("| task | split |"))
+    assert [c.strip() for c in header.split("|")[3:-1]][-3:] == ["Phase 4 learned", "Phase 4 never", "Phase 4 always"]
+    for task in ("cta", "cpa"):
+        for split in baselines[task]:  # every evaluation split
+            cells = [f"{m[task][split]['micro']:.1f}" for m in models]
+            row = next(line for line in markdown.splitlines() if line.startswith(f"| {task.upper()} | {split} |"))
+            assert [c.split(" / ")[0].strip(" *") for c in row.split("|")[3:-1]] == cells, row
+    shown = json.loads(run_tool(project, "dvc", "plots", "show", "--json").stdout)
+    figures = {f"results/report/figures/{name}" for name in
+               ("f1_by_split.png", "routing_by_domain.png", "training_curves.png")}
+    assert figures <= set(shown.get("data", shown)), sorted(shown.get("data", shown))
+    before = tree_digest(project, ["results/report"])
+    proc = run_tool(project, "dvc", "repro", "--force", "--single-item", "report")
+    assert ran_stages(proc.stdout) == {"report"}
+    assert tree_digest(project, ["results/report"]) == before
+    assert "up to date" in run_tool(project, "dvc", "status").stdout
 
 
 def test_prepare_is_byte_reproducible(project):
@@ -156,25 +192,28 @@ def test_snakemake_runs_the_same_dag_with_the_same_outputs_and_resumes_a_killed_
     assert not (snake / "models/phase1/primary/model.safetensors").exists()
 
     run_tool(snake, "snakemake", "--unlock")  # the killed run's lock
-    run_tool(snake, "snakemake", *profile, "phase3", "baselines")
+    run_tool(snake, "snakemake", *profile, "report", timeout=1800)  # and so every stage before it
     assert "resuming primary at step 3" in (snake / "logs/phase1_primary.log").read_text()
     # resumed under Snakemake, uninterrupted under DVC: the same bytes, curves included
     assert tree_digest(snake, REPRODUCIBLE) == tree_digest(project, REPRODUCIBLE)
     # and Snakemake's own bookkeeping agrees there is nothing left to do
-    again = run_tool(snake, "snakemake", "-n", "--cores", "1", "phase3", "baselines")
+    again = run_tool(snake, "snakemake", "-n", "--cores", "1", "all")
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
 def test_exp_run_on_lambda_reruns_phase2_not_phase1(project):
     lock_before = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
     proc = run_tool(project, "dvc", "exp", "run", "--set-param", "lambda.early=0.2")
-    assert ran_stages(proc.stdout) == {"phase2", "phase3"}, proc.stdout
+    assert ran_stages(proc.stdout) == {"phase2", "phase3", "phase4", "report"}, proc.stdout
     lock_after = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
     for name in lock_before:
         if name.startswith("phase1") or name in ("prepare", "baselines"):
             assert lock_after[name] == lock_before[name], name
     assert lock_after["phase2"]["params"]["params.yaml"]["lambda"]["early"] == 0.2
     assert lock_after["phase3"]["params"]["params.yaml"]["lambda"]["early"] == 0.2
+    assert lock_after["phase4"]["params"]["params.yaml"]["lambda"]["early"] == 0.2
+    curve4 = (project / "results/phase4/live/plots/metrics/lambda/lambda1.tsv").read_text().splitlines()
+    assert float(curve4[1].split("\t")[1]) == pytest.approx(0.2)  # Phase 4 trained with the new λ1
     report = json.loads((project / "results/phase2/report.json").read_text())
     assert report["lambda"]["configured"]["early"] == 0.2
     assert report["lambda"]["schedule"]["p000"]["lambda1"] == 0.2  # λ1 at the start of training
@@ -183,22 +222,26 @@ def test_exp_run_on_lambda_reruns_phase2_not_phase1(project):
     # the metrics that moved: Phase 2's rewards and Phase 3's figures, nothing of earlier stages
     diff = json.loads(run_tool(project, "dvc", "metrics", "diff", "--json", "HEAD").stdout)
     moved = {path for path, entries in diff.get("diff", diff).items() if entries}
-    assert moved <= {"results/phase2/metrics.json", "results/phase3/metrics.json", "results/phase3/timing.json"}
+    assert moved <= {"results/phase2/metrics.json", "results/phase3/metrics.json", "results/phase3/timing.json",
+                     "results/phase4/metrics.json", "results/phase4/timing.json", "results/report/metrics.json"}
     assert "results/phase2/metrics.json" in moved and "results/phase3/metrics.json" in moved, moved
     # `--only-changed` shows what the experiment moved; beside Phase 3's own figures (F1 per
     # split of the retrained models, routing, wall clock) that is λ1 and the early rewards
     shown = run_tool(project, "dvc", "exp", "show", "--only-changed", "--csv").stdout
     header = shown.splitlines()[0].split(",")
     changed = [c for c in header if c not in ("Experiment", "rev", "typ", "Created", "parent", "State", "Executor")]
-    phase3_columns = ("fused.", "control.", "routing.", "runs.", "stage_seconds_per_table.", "torch_threads")
-    rest = [c for c in changed if not c.startswith(phase3_columns) and "phase3" not in c]
+    phase3_columns = ("fused.", "control.", "routing.", "runs.", "stage_seconds_per_table.", "torch_threads",
+                      "learned.", "never.", "always.", "training.", "subagents_batched_vs_sequential",
+                      "sub_agent_reads",  # Phase 4's
+                      "fused_minus_", "phase4_")  # the report's gains of the retrained models
+    rest = [c for c in changed if not c.startswith(phase3_columns) and "phase3" not in c and "phase4" not in c]
     assert "lambda.early" in rest and "reward.p000" in rest, header
     assert len(rest) <= 6, header  # fits a terminal
 
 
-def test_exp_run_on_a_baseline_param_reruns_only_baselines(project):
+def test_exp_run_on_a_baseline_param_reruns_only_baselines_and_the_report(project):
     proc = run_tool(project, "dvc", "exp", "run", "-S", "baselines.C=2.0")
-    assert ran_stages(proc.stdout) == {"baselines"}, proc.stdout
+    assert ran_stages(proc.stdout) == {"baselines", "report"}, proc.stdout
     diff = run_tool(project, "dvc", "metrics", "diff", "--json", "HEAD").stdout
     assert "results/baselines/metrics.json" in diff
 

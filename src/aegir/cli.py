@@ -41,7 +41,8 @@ def main() -> None:
 @click.argument("table", type=click.Path(path_type=Path))
 @click.option("--checkpoint", "-c", default=DEFAULT_CHECKPOINT, show_default=True,
               type=click.Path(path_type=Path), help="checkpoint directory (model.safetensors + config.json): a Phase 1 model, "
-                   "models/phase3 (the orchestrator with its specialists) or models/phase3/control")
+                   "models/phase3 (the orchestrator with its specialists), models/phase3/control or "
+                   "models/phase4 (the swarm: the orchestrator, its spawning policy and sub-agents)")
 @click.option("--json", "as_json", is_flag=True, help="print machine-readable JSON")
 @click.option("--top-k", "-k", default=1, show_default=True, type=click.IntRange(1, 20),
               help="labels shown per column, best first")
@@ -50,7 +51,9 @@ def annotate(table: Path, checkpoint: Path, as_json: bool, top_k: int) -> None:
 
     Column 0 is taken as the table's subject: every other column gets the CPA relation of
     column 0 to it. With an orchestrator checkpoint (models/phase3) it also prints which frozen
-    specialists the router activated for the table and the critical steps that took.
+    specialists the router activated for the table and the critical steps that took; with the
+    swarm (models/phase4), the sub-agents it spawned (how many, which checkpoint, on which
+    columns), whether deep search ran, and the critical and total steps.
     """
     from aegir.inference import annotate_table, format_annotations
 

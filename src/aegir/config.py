@@ -26,10 +26,11 @@ DOMAINS = (
 )  # SOTAB V2's 17 table domains (schema.org classes of the subject column)
 # Splits come from two places. The configured source (`prepare.source`: the synthetic generator
 # or a SOTAB V2 directory) makes SOURCE_SPLITS; the evaluation-only splits are built from
-# in-repository data whatever the source (`real`: real tables, `aegir.data.real`). Every
-# prepared directory holds all of SPLITS; only TRAIN_SPLIT is ever trained on.
+# in-repository data whatever the source (`real`: real tables, `aegir.data.real`; `wide`: synthetic
+# tables of many columns, `aegir.data.synth.generate_wide`, where a shared byte stream is thin).
+# Every prepared directory holds all of SPLITS; only TRAIN_SPLIT is ever trained on.
 SOURCE_SPLITS = ("train", "valid", "test", "corner_cases", "missing_values", "format_heterogeneity")
-EVAL_ONLY_SPLITS = ("real",)
+EVAL_ONLY_SPLITS = ("real", "wide")
 SPLITS = SOURCE_SPLITS + EVAL_ONLY_SPLITS
 TRAIN_SPLIT = "train"
 EVAL_SPLITS = tuple(split for split in SPLITS if split != TRAIN_SPLIT)  # scored in every report
@@ -56,8 +57,15 @@ class SyntheticConfig:
     missing_rate: float = 0.05  # share of missing cells outside the missing_values split
     heterogeneity_rate: float = 0.15  # share of columns with mixed formats outside that split
     locales: tuple[str, ...] = ("en_US", "en_GB", "de_DE", "fr_FR", "es_ES", "it_IT", "nl_NL")
+    wide_tables: int = 150  # tables of the evaluation-only `wide` split (whatever prepare.source)
+    wide_min_columns: int = 15  # its columns per table, subject included, drawn uniformly
+    wide_max_columns: int = 40
 
     def __post_init__(self) -> None:
+        check_config(1 <= self.wide_tables <= 10_000_000, "synthetic.wide_tables", f"must be ≥ 1, got {self.wide_tables}")
+        check_config(2 <= self.wide_min_columns <= self.wide_max_columns <= 200, "synthetic.wide_max_columns",
+                     f"need 2 ≤ wide_min_columns ≤ wide_max_columns ≤ 200, got "
+                     f"{self.wide_min_columns}..{self.wide_max_columns}")
         for split in SOURCE_SPLITS:
             n = getattr(self, f"{split}_tables")
             check_config(1 <= n <= 10_000_000, f"synthetic.{split}_tables", f"must be ≥ 1, got {n}")
@@ -83,11 +91,17 @@ class PrepareConfig:
     byte_budget: int = 2048  # bytes per table stream, separators included
     max_rows: int = 20  # rows kept per table (sampled deterministically when longer)
     seed: int = 0  # row sampling seed
+    compact_columns: bool = False  # a column overflowing its byte share drops missing and repeated cells
+    compact_cell_bytes: int = 0  # and cuts each of its cells to this many bytes (0: no cut)
+    train_views: int = 1  # the train split holds every table and train_views − 1 shuffled views of it
 
     def __post_init__(self) -> None:
         check_config(64 <= self.byte_budget <= 1 << 20, "prepare.byte_budget",
                f"must be in [64, 1048576], got {self.byte_budget}")
         check_config(1 <= self.max_rows <= 100_000, "prepare.max_rows", f"must be ≥ 1, got {self.max_rows}")
+        check_config(self.compact_cell_bytes >= 0, "prepare.compact_cell_bytes",
+                     f"must be ≥ 0, got {self.compact_cell_bytes}")
+        check_config(1 <= self.train_views <= 64, "prepare.train_views", f"must be in [1, 64], got {self.train_views}")
         if self.source == "sotab":
             check_config(bool(self.sotab_dir), "prepare.sotab_dir", "source is 'sotab' but no directory is set")
 
@@ -151,6 +165,7 @@ class Phase1Config:
     checkpoint_every: int = 50  # steps between saved training states (for resume)
     eval_batch_size: int = 32
     max_steps: int = 0  # stop after this many steps (0: no limit); for smoke runs
+    label_smoothing: float = 0.0  # ε of the CTA and CPA cross-entropies
 
     def __post_init__(self) -> None:
         check_config(1 <= self.epochs <= 10_000, "phase1.epochs", f"must be in [1, 10000], got {self.epochs}")
@@ -164,6 +179,8 @@ class Phase1Config:
             check_config(getattr(self, key) >= 0, f"phase1.{key}", "must be ≥ 0")
         check_config(self.log_every >= 1, "phase1.log_every", "must be ≥ 1")
         check_config(self.eval_batch_size >= 1, "phase1.eval_batch_size", "must be ≥ 1")
+        check_config(0 <= self.label_smoothing < 1, "phase1.label_smoothing",
+                     f"must be in [0, 1), got {self.label_smoothing}")
 
 
 # ----------------------------------------------------------------------------- launch
@@ -357,6 +374,66 @@ class Phase3Config:
         check(self.survival_tables >= 1, "survival_tables", "must be ≥ 1")
 
 
+# ----------------------------------------------------------------------------- phase 4
+
+
+@dataclass(frozen=True)
+class Phase4Config:
+    """Params section `phase4`: the swarm — a spawning policy and a per-column merge over the
+    frozen Phase 3 orchestrator and frozen sub-agents (`aegir.swarm.spawn`)."""
+
+    specialists: tuple[str, ...] = ("primary", "places", "media")  # Phase 1 agents a sub-agent can be
+    max_subagents: int = 16  # the policy spawns 0 … this many per table (options 0, 1, 2, 4, …)
+    scaling_n: tuple[int, ...] = (0, 1, 2, 4, 8, 16)  # budgets of the scaling curve
+    seed: int = 0  # policy init, batch order, sampled decisions
+    train_tables: int = 256  # training tables whose sub-agent outputs are cached and trained on
+    steps: int = 150  # policy/merge updates
+    batch_size: int = 16  # tables per update
+    rollouts: int = 4  # K rollouts per table (the advantage group)
+    ppo_epochs: int = 2  # updates per batch of rollouts
+    lr: float = 0.01  # policy and merge (both small, both new)
+    ce_weight: float = 1.0  # the merge's CE on gold labels beside the policy's RL loss
+    kl_coef: float = 0.0
+    clip_start: float = 0.2
+    clip_end: float = 0.1
+    budget_period: int = 50  # steps per window: capped (max sub-agents per table), then uncapped
+    budget_capped_share: float = 0.5
+    log_every: int = 10
+    checkpoint_every: int = 50  # steps between saved training states (a multiple of log_every)
+    eval_batch_size: int = 8  # sub-tasks per batched sub-agent call (and tables per Phase 3 batch)
+    eval_tables: int = 0  # tables scored per evaluation split, the first ones (0: all): sub-agent reads cost
+    timing_tables: int = 8  # `wide` tables timed batched vs one-after-another at each n
+
+    def __post_init__(self) -> None:
+        def check(ok: bool, key: str, problem: str) -> None:
+            check_config(ok, f"phase4.{key}", problem)
+
+        check(len(self.specialists) >= 1 and len(set(self.specialists)) == len(self.specialists),
+              "specialists", f"need ≥ 1 distinct agent names, got {list(self.specialists)}")
+        check(1 <= self.max_subagents <= 64, "max_subagents", f"must be in [1, 64], got {self.max_subagents}")
+        check(len(self.scaling_n) >= 1 and all(0 <= n <= self.max_subagents for n in self.scaling_n), "scaling_n",
+              f"need budgets in [0, max_subagents = {self.max_subagents}], got {list(self.scaling_n)}")
+        check(self.train_tables >= 2, "train_tables", f"must be ≥ 2, got {self.train_tables}")
+        check(1 <= self.steps <= 1_000_000, "steps", f"must be in [1, 1000000], got {self.steps}")
+        check(2 <= self.batch_size <= 4096, "batch_size", f"must be in [2, 4096], got {self.batch_size}")
+        check(2 <= self.rollouts <= 64, "rollouts", f"must be in [2, 64], got {self.rollouts}")
+        check(1 <= self.ppo_epochs <= 16, "ppo_epochs", f"must be in [1, 16], got {self.ppo_epochs}")
+        check(0 < self.lr <= 1, "lr", f"must be in (0, 1], got {self.lr}")
+        for key in ("ce_weight", "kl_coef"):
+            check(0 <= getattr(self, key) <= 100, key, f"must be in [0, 100], got {getattr(self, key)}")
+        check(0 < self.clip_end <= self.clip_start < 1, "clip_start",
+              f"need 0 < clip_end ≤ clip_start < 1, got {self.clip_start} → {self.clip_end}")
+        check(self.budget_period >= 1, "budget_period", "must be ≥ 1")
+        check(0 <= self.budget_capped_share <= 1, "budget_capped_share",
+              f"must be in [0, 1], got {self.budget_capped_share}")
+        check(self.log_every >= 1, "log_every", "must be ≥ 1")
+        check(self.checkpoint_every >= 0 and self.checkpoint_every % self.log_every == 0, "checkpoint_every",
+              f"must be a multiple of log_every ({self.log_every}), got {self.checkpoint_every}")
+        check(self.eval_batch_size >= 1, "eval_batch_size", "must be ≥ 1")
+        check(self.timing_tables >= 1, "timing_tables", "must be ≥ 1")
+        check(self.eval_tables >= 0, "eval_tables", f"must be ≥ 0, got {self.eval_tables}")
+
+
 # ----------------------------------------------------------------------------- loading
 
 
@@ -438,6 +515,7 @@ SECTIONS: dict[str, Any] = {
     "rewards": RewardConfig,
     "phase2": Phase2Config,
     "phase3": Phase3Config,
+    "phase4": Phase4Config,
 }
 
 

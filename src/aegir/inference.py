@@ -60,19 +60,45 @@ def _prepare_of(config: dict, checkpoint: Path) -> PrepareConfig:
 
 
 def _examples(tables, prepare: PrepareConfig, where: Path) -> list[Example]:
-    return examples_from_tables(tables, prepare.byte_budget, prepare.max_rows, prepare.seed, where)
+    return examples_from_tables(tables, prepare.byte_budget, prepare.max_rows, prepare.seed, where,
+                                prepare.compact_columns, prepare.compact_cell_bytes)
+
+
+def swarm_predictions(checkpoint: Path, tables, where: Path, top_k: int = 1, examples=None):
+    """A Phase 4 swarm (`models/phase4`) on raw `tables`: (TablePrediction per table, the
+    swarm's `TableResult` per table, the examples). The tables are serialized as its training
+    data was, unless their `examples` are given (prepared data)."""
+    from aegir.eval.predict import TablePrediction
+    from aegir.swarm.swarm import load_swarm
+
+    swarm, config = load_swarm(checkpoint)
+    prepare = _prepare_of(config, checkpoint)
+    examples = examples if examples is not None else _examples(tables, prepare, where)
+    results = swarm.annotate(tables, examples, prepare, where)
+    predictions = []
+    for example, r in zip(examples, results):
+        cta_p, cta_i = r.cta_logp.exp().topk(min(top_k, r.cta_logp.shape[-1]), dim=-1)
+        cpa_p, cpa_i = r.cpa_logp.exp().topk(min(top_k, r.cpa_logp.shape[-1]), dim=-1)
+        predictions.append(TablePrediction(example.table_id, cta_i.numpy(), cta_p.numpy(), cpa_i.numpy(), cpa_p.numpy()))
+    return predictions, results, examples
 
 
 def annotate_table(path: Path, checkpoint: Path, top_k: int = 1) -> dict:
     """Every column's top-k CTA labels and (columns ≥ 1) CPA relations, with confidences."""
     from aegir.data.tables import read_user_table
+    from aegir.swarm.swarm import is_swarm_checkpoint
 
     table = read_user_table(path)
     if table.num_columns == 0 or table.num_rows == 0:
         raise DataError(path, "the table is empty (no columns or no rows)")
-    annotator = load_for_inference(checkpoint)
-    example = _examples([table], annotator.prepare, path)[0]
-    prediction = predict(annotator.model, [example], top_k=top_k, forward=annotator.forward)[0]
+    swarm_result = None
+    if is_swarm_checkpoint(checkpoint):
+        (prediction,), (swarm_result,), _ = swarm_predictions(checkpoint, [table], path, top_k)
+        annotator = None
+    else:
+        annotator = load_for_inference(checkpoint)
+        example = _examples([table], annotator.prepare, path)[0]
+        prediction = predict(annotator.model, [example], top_k=top_k, forward=annotator.forward)[0]
     cta, cpa = cta_vocab().labels, cpa_vocab().labels
     columns = []
     for c in range(table.num_columns):
@@ -87,7 +113,13 @@ def annotate_table(path: Path, checkpoint: Path, top_k: int = 1) -> dict:
                                         for i, p in zip(prediction.cpa_ids[c], prediction.cpa_probs[c])],
         })
     result = {"table": str(path), "checkpoint": str(checkpoint), "rows": table.num_rows, "columns": columns}
-    if annotator.specialists:
+    if swarm_result is not None:
+        r = swarm_result
+        result["swarm"] = {"subagents": r.subagents, "specialist": r.specialist,
+                           "groups": [list(g) for g in r.groups], "deep_search": r.deep,
+                           "deep_columns": list(r.deep_columns), "phase3_specialists": r.phase3_activated,
+                           "critical_steps": r.critical_steps, "total_steps": r.total_steps}
+    elif annotator.specialists:
         result["specialists"] = {
             "activated": [n for n, on in zip(annotator.specialists, prediction.activation) if on],
             "available": annotator.specialists,
@@ -105,6 +137,14 @@ def format_annotations(result: dict) -> str:
         rows.append((str(col["index"]), (col["name"] or "")[:24], cta, cpa, " | ".join(col["sample"])[:48]))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = [f"{result['table']}: {len(result['columns'])} columns, {result['rows']} rows (column 0 is the subject)"]
+    if "swarm" in result:
+        s = result["swarm"]
+        spawned = (f"{s['subagents']} sub-agent(s) ({s['specialist']}) on column groups "
+                   + " ".join("[" + ",".join(map(str, g)) + "]" for g in s["groups"])) if s["subagents"] else "no sub-agent"
+        deep = (f"deep search re-read column(s) {', '.join(map(str, s['deep_columns']))}" if s["deep_search"]
+                else "no deep search")
+        lines.append(f"swarm: {spawned}; {deep}; Phase 3 specialists: {', '.join(s['phase3_specialists']) or 'none'}; "
+                     f"{s['critical_steps']} critical steps, {s['total_steps']} total")
     if "specialists" in result:
         s = result["specialists"]
         lines.append(f"specialists activated: {', '.join(s['activated']) or 'none'} (of {', '.join(s['available'])}); "
@@ -139,6 +179,10 @@ def evaluate_checkpoint(checkpoint: Path, data: Path, splits: Sequence[str] = ()
         if not splits:
             raise DataError(data, "neither prepared data (<split>.parquet) nor a SOTAB V2 directory "
                                   "(Train/ Validation/ Test/ folders with their ground-truth CSVs)")
+    from aegir.swarm.swarm import is_swarm_checkpoint
+
+    if is_swarm_checkpoint(checkpoint):
+        return _evaluate_swarm(checkpoint, data, splits, prepared)
     annotator = load_for_inference(checkpoint)
     results = {}
     for split in splits:
@@ -153,6 +197,23 @@ def evaluate_checkpoint(checkpoint: Path, data: Path, splits: Sequence[str] = ()
             results[split]["activation_rate"] = {
                 name: round(float(activation[:, s].mean()), 4) if len(activation) else 0.0
                 for s, name in enumerate(annotator.specialists)}
+    return results
+
+
+def _evaluate_swarm(checkpoint: Path, data: Path, splits: Sequence[str], prepared: bool) -> dict[str, dict]:
+    """`evaluate_checkpoint` for a Phase 4 swarm: F1 per split and the mean sub-agents spawned."""
+    from aegir.data.prepared import read_split, tables_from_arrow
+    from aegir.data.tables import read_sotab
+
+    results = {}
+    for split in splits:
+        if prepared:
+            tables, examples = tables_from_arrow(read_split(data, split)), load_examples(data, split)
+        else:
+            tables, examples = read_sotab(data, split), None
+        predictions, swarm, examples = swarm_predictions(checkpoint, tables, data, examples=examples)
+        results[split] = score(examples, predictions)
+        results[split]["mean_subagents"] = round(sum(r.subagents for r in swarm) / max(1, len(swarm)), 4)
     return results
 
 

@@ -308,18 +308,20 @@ class AegirModel(nn.Module):
 
     # --------------------------------------------------------------------------- loss
 
-    def loss(self, batch: Batch, output: AegirOutput) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def loss(self, batch: Batch, output: AegirOutput,
+             label_smoothing: float = 0.0) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """CE over labelled columns (CTA) and labelled pairs (CPA) + ratio_loss_weight · ratio
-        loss. A batch with no label of a kind contributes 0 for it (not NaN). Parts are detached."""
-        return self.loss_of_sums(self.loss_sums(batch, output))
+        loss. A batch with no label of a kind contributes 0 for it (not NaN). Parts are detached.
+        `label_smoothing` ε: each CE target is (1 − ε) on the gold class + ε spread over all."""
+        return self.loss_of_sums(self.loss_sums(batch, output, label_smoothing))
 
-    def loss_sums(self, batch: Batch, output: AegirOutput) -> LossSums:
-        """The sums and counts the loss is made of (see `LossSums`)."""
+    def loss_sums(self, batch: Batch, output: AegirOutput, label_smoothing: float = 0.0) -> LossSums:
+        """The sums and counts the loss is made of (see `LossSums`); `label_smoothing` as in `loss`."""
 
         def nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             labels = labels.flatten()
             total = F.cross_entropy(logits.flatten(0, 1).float(), labels, ignore_index=IGNORE_INDEX,
-                                    reduction="sum")
+                                    reduction="sum", label_smoothing=label_smoothing)
             return total, (labels != IGNORE_INDEX).sum()
 
         if output.routing is None:

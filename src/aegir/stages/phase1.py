@@ -152,7 +152,8 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
         if accelerator.is_main_process else None
 
     workers = OneThreadWorkers(threads) if threads > 1 else None
-    sharded = ShardedStep(accelerator.unwrap_model(model), workers, accelerator.autocast) if workers else None
+    sharded = (ShardedStep(accelerator.unwrap_model(model), workers, accelerator.autocast,
+                           label_smoothing=cfg.label_smoothing) if workers else None)
     step = progress.step
     bar = progress_bar(total=total_steps, initial=step, desc=f"phase1 {agent_name}", unit="step",
                        disable=not accelerator.is_local_main_process, mininterval=2.0)
@@ -169,7 +170,7 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
             for group in optimizer.param_groups:
                 group["lr"] = lr
             result = sharded(batch) if sharded else whole_batch_step(model, batch, accelerator.backward,
-                                                                     accelerator.autocast)
+                                                                     accelerator.autocast, cfg.label_smoothing)
             accelerator.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)

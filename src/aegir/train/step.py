@@ -48,13 +48,14 @@ class StepResult:
 
 def whole_batch_step(model: torch.nn.Module, batch: Batch,
                      backward: Callable[[torch.Tensor], None] = torch.Tensor.backward,
-                     autocast: Autocast = contextlib.nullcontext) -> StepResult:
-    """Forward the batch, take the loss, back-propagate it with `backward` (e.g. accelerate's,
-    which DDP needs). `model` may be wrapped (DDP); its `.module` or itself is the AegirModel."""
+                     autocast: Autocast = contextlib.nullcontext, label_smoothing: float = 0.0) -> StepResult:
+    """Forward the batch, take the loss (`AegirModel.loss`, with `label_smoothing`), back-propagate
+    it with `backward` (e.g. accelerate's, which DDP needs). `model` may be wrapped (DDP); its
+    `.module` or itself is the AegirModel."""
     aegir: AegirModel = getattr(model, "module", model)
     with autocast():
         output = model(batch)
-        loss, parts = aegir.loss(batch, output)
+        loss, parts = aegir.loss(batch, output, label_smoothing)
     backward(loss)
     return StepResult(loss.detach(), parts, output.chunk_stats)
 
@@ -133,16 +134,17 @@ class ShardedStep:
     """
 
     def __init__(self, model: AegirModel, workers: OneThreadWorkers, autocast: Autocast = contextlib.nullcontext,
-                 shard_bytes: int = 8192):
+                 shard_bytes: int = 8192, label_smoothing: float = 0.0):
         if shard_bytes < 1:
             raise ValueError(f"ShardedStep: shard_bytes must be ≥ 1, got {shard_bytes}")
         self.model, self.workers, self.autocast, self.shard_bytes = model, workers, autocast, shard_bytes
+        self.label_smoothing = label_smoothing
         self.params = [p for p in model.parameters() if p.requires_grad]
         self._has_dropout = any(isinstance(m, torch.nn.Dropout) and m.p > 0 for m in model.modules())
 
     def _forward(self, shard: Batch) -> LossSums:
         with self.autocast():
-            return self.model.loss_sums(shard, self.model(shard))
+            return self.model.loss_sums(shard, self.model(shard), self.label_smoothing)
 
     def _gradients(self, shard_sums: list[LossSums], weights: LossSums) -> list[torch.Tensor | None]:
         """Σ over these shards (in order) of the gradient of Σ weight · sum of their sums."""
