@@ -131,6 +131,13 @@ def test_report_gathers_every_stage_and_reruns_byte_identical(project):
             cells = [f"{m[task][split]['micro']:.1f}" for m in models]
             row = next(line for line in markdown.splitlines() if line.startswith(f"| {task.upper()} | {split} |"))
             assert [c.split(" / ")[0].strip(" *") for c in row.split("|")[3:-1]] == cells, row
+    assert "Phase 4's columns score the first `phase4.eval_tables` tables" in markdown
+    gains = json.loads((project / "results/report/metrics.json").read_text())
+    # Phase 4's policies are compared with its `never` policy: the fused model on the same tables
+    assert {key for key in gains if key.startswith("phase4")} == {"phase4_learned_minus_phase4_never",
+                                                                 "phase4_always_minus_phase4_never"}
+    wide = phase4["learned"]["cta"]["wide"]["micro"] - phase4["never"]["cta"]["wide"]["micro"]
+    assert gains["phase4_learned_minus_phase4_never"]["cta"]["wide"] == pytest.approx(wide, abs=0.01)
     shown = json.loads(run_tool(project, "dvc", "plots", "show", "--json").stdout)
     figures = {f"results/report/figures/{name}" for name in
                ("f1_by_split.png", "routing_by_domain.png", "training_curves.png")}

@@ -423,6 +423,11 @@ def report_markdown(report: Report, figures: Sequence[str]) -> str:
               "CTA scores every annotated column, CPA every annotated (column 0, column) pair; "
               "macro-F1 averages over the labels present in that split's gold. "
               "`real` holds real tables, only ever scored.", ""]
+    if any(row.key.startswith("phase4") for row in report.rows):
+        lines += ["Phase 4's columns score the first `phase4.eval_tables` tables of each split (sub-agent reads "
+                  "are its cost; 0 scores all), the other columns every table: compare Phase 4's policies with "
+                  "each other (`never` is the Phase 3 fused model on that subset), not with the columns before "
+                  "them.", ""]
     lines += f1_table(report)
     lines += ["", "## Routing (Phase 3)", "",
               "Share of evaluated tables that activated each specialist: "
@@ -440,13 +445,16 @@ def report_markdown(report: Report, figures: Sequence[str]) -> str:
 def report_metrics(report: Report) -> dict:
     """The stage's DVC metrics: micro-F1 gains in points, per task and split (the splits both
     models score) — Phase 3 fused over its control, over Phase 1 and over the baseline
-    (`fused_minus_control`, …); each Phase 4 row over fused (`phase4_<policy>_minus_fused`).
-    The F1 themselves are in each stage's own metrics; these differences are what the report
+    (`fused_minus_control`, …); each Phase 4 row over Phase 4's `never` policy, which is the
+    fused model on the same tables (`phase4_learned_minus_phase4_never`; Phase 4 may score a
+    subset of each split), or over fused where there is no `never` row
+    (`phase4_<policy>_minus_fused`). The F1 themselves are in each stage's own metrics; these differences are what the report
     is read for, and what `dvc exp show` can sort experiments by."""
     by_key = {row.key: row for row in report.rows}
     fused = by_key["fused"]
     pairs = [(fused, by_key[other]) for other in ("control", "phase1", "baseline")]
-    pairs += [(row, fused) for row in report.rows if row.key.startswith("phase4")]
+    serial = by_key.get("phase4_never", fused)
+    pairs += [(row, serial) for row in report.rows if row.key.startswith("phase4") and row is not serial]
     out: dict[str, dict] = {}
     for a, b in pairs:
         # (+ 0.0 turns a -0.0 into 0.0)
