@@ -87,14 +87,16 @@ def test_killed_run_resumes_to_the_same_result(tiny_setup):
         assert digest(tiny_setup / "killed" / rel) == digest(tiny_setup / "a" / rel), rel
 
 
-# Tolerances of 2 processes against 1, from a measured run on the tiny setup (8 steps): the
+# Tolerances of 2 processes against 1, from measured runs on the tiny setup (8 steps): the
 # logged losses differed by at most 0.42 % (relative), the final weights were apart by 0.62 of
-# the distance travelled, the micro-F1 of every split and task by at most 4.8 points (one
-# column of ~49 is 2 points). Each shard's loss is normalised by its own label count and
+# the distance travelled. F1 after 8 steps is near chance (0–12 points) and one split's few
+# labelled columns flip together (a measured run: CPA format_heterogeneity 10.3 vs 0.0), so
+# micro-F1 is compared as the mean over the evaluation splits per task: measured 1.1 (CPA)
+# and 0.3 (CTA) points apart. Each shard's loss is normalised by its own label count and
 # Adam's first steps are sign-like, so the runs are close, not equal.
 LOSS_RTOL = 0.02
 WEIGHTS_APART = 0.8
-F1_POINTS = 10.0
+F1_POINTS = 4.0
 
 
 def test_two_processes_agree_with_one(tiny_setup):
@@ -105,7 +107,8 @@ def test_two_processes_agree_with_one(tiny_setup):
     is split across processes and DDP averages gradients, so the two runs take nearly the same
     steps: the logged training loss (a mean over processes) agrees within LOSS_RTOL at every
     logged step, the distance between the final weights is under WEIGHTS_APART of the
-    distance either run moved from the initial weights, and micro-F1 agrees within F1_POINTS.
+    distance either run moved from the initial weights, and micro-F1 (mean over the splits, per
+    task) agrees within F1_POINTS.
     """
     if not (tiny_setup / "a/model/model.safetensors").exists():
         run_phase1(tiny_setup, "a")
@@ -133,8 +136,9 @@ def test_two_processes_agree_with_one(tiny_setup):
     assert json.loads((tiny_setup / "two/metrics/scores.json").read_text())["steps"] == 8
     f1 = {run: json.loads((tiny_setup / run / "metrics/metrics.json").read_text()) for run in ("a", "two")}
     for task, splits in f1["a"].items():
-        for split, one_f1 in splits.items():
-            assert abs(f1["two"][task][split]["micro"] - one_f1["micro"]) <= F1_POINTS, (task, split)
+        one_mean = sum(f["micro"] for f in splits.values()) / len(splits)
+        two_mean = sum(f1["two"][task][split]["micro"] for split in splits) / len(splits)
+        assert abs(two_mean - one_mean) <= F1_POINTS, (task, one_mean, two_mean)
 
 
 def test_rerun_of_a_finished_run_changes_nothing(tiny_setup):

@@ -20,6 +20,8 @@ from aegir.model.chunking import (
     ChunkStats, RoutingModule, RoutingOutput, chunk, chunk_stats, dechunk, ema_parallel, ema_sequential,
     ratio_loss, ratio_loss_of, straight_through_ones,
 )
+from aegir.model.ngram import MAX_ORDER as NGRAM_MAX_ORDER
+from aegir.model.ngram import HashedNgramEmbedding
 from aegir.model.rwkv import LayerState, RWKVStack
 
 
@@ -44,6 +46,9 @@ class AegirConfig:
     n_cta: int = field(default_factory=lambda: len(cta_vocab()))  # CTA classes (82)
     n_cpa: int = field(default_factory=lambda: len(cpa_vocab()))  # CPA classes (108)
     dropout: float = 0.0  # dropout on the embedding and the column vectors
+    ngram_max: int = 1  # hashed byte n-gram embeddings of orders 2..ngram_max beside the byte
+    #                     embedding (aegir.model.ngram); 1 = none (checkpoints from before them)
+    ngram_buckets: int = 16384  # rows per n-gram order
 
     def __post_init__(self) -> None:
         def check(ok: bool, key: str, problem: str) -> None:
@@ -64,6 +69,10 @@ class AegirConfig:
         check(self.ratio_loss_weight >= 0, "ratio_loss_weight", f"must be ≥ 0, got {self.ratio_loss_weight}")
         check(1 <= self.wkv_chunk_size <= 64, "wkv_chunk_size", f"must be in [1, 64], got {self.wkv_chunk_size}")
         check(0 <= self.dropout < 1, "dropout", f"must be in [0, 1), got {self.dropout}")
+        check(1 <= self.ngram_max <= NGRAM_MAX_ORDER, "ngram_max",
+              f"must be in [1, {NGRAM_MAX_ORDER}] (1: no n-gram embeddings), got {self.ngram_max}")
+        check(1 <= self.ngram_buckets <= 1 << 22, "ngram_buckets",
+              f"must be in [1, {1 << 22}], got {self.ngram_buckets}")
         check(self.n_cta >= 1 and self.n_cpa >= 1, "n_cta", "label counts must be ≥ 1")
 
 
@@ -71,13 +80,16 @@ class AegirConfig:
 PRESETS: dict[str, dict] = {
     # tests: a forward + backward in well under a second
     "tiny": dict(d_model=32, head_size=16, ffn_mult=2, encoder_layers=1, main_layers=1,
-                 decoder_layers=1, context_layers=1, context_heads=2, wkv_chunk_size=16),
+                 decoder_layers=1, context_layers=1, context_heads=2, wkv_chunk_size=16,
+                 ngram_max=3, ngram_buckets=512),
     # default: trains on 2 CPU cores in minutes
     "cpu": dict(d_model=96, head_size=32, ffn_mult=2, encoder_layers=1, main_layers=2,
-                decoder_layers=1, context_layers=1, context_heads=4, wkv_chunk_size=32),
+                decoder_layers=1, context_layers=1, context_heads=4, wkv_chunk_size=32,
+                ngram_max=4, ngram_buckets=16384),
     # accelerators: ~100 M parameters
     "gpu": dict(d_model=768, head_size=64, ffn_mult=4, encoder_layers=2, main_layers=12,
-                decoder_layers=2, context_layers=2, context_heads=12, wkv_chunk_size=64),
+                decoder_layers=2, context_layers=2, context_heads=12, wkv_chunk_size=64,
+                ngram_max=4, ngram_buckets=65536),
 }
 
 
@@ -173,7 +185,7 @@ class ColumnAttention(nn.Module):
 class AegirModel(nn.Module):
     """Byte-level hierarchical column annotator.
 
-    embedding (vocab_size rows) → encoder RWKVStack over bytes → RoutingModule → chunk → main
+    embedding (vocab_size rows) [+ hashed byte n-gram embeddings] → encoder RWKVStack over bytes → RoutingModule → chunk → main
     RWKVStack over chunks (initial state in, final state out: the Phase 3 fusion seam) →
     dechunk · STE(confidence) + residual_proj(encoder output) → decoder RWKVStack over bytes →
     column pooling → column-position embedding + context attention → CTA head, CPA head.
@@ -191,6 +203,10 @@ class AegirModel(nn.Module):
     Chunk boundaries are forced at every COLUMN_SEP (config.force_column_boundaries), so each
     column's summary byte is a chunk start that the main network reads.
 
+    Byte n-grams: with `ngram_max` ≥ 2, each byte's embedding is summed with embeddings of the
+    hashed 2…ngram_max-grams ending at it (`aegir.model.ngram`, after BLT), so the encoder starts
+    from the char n-grams a TF-IDF column classifier reads instead of having to learn them.
+
     Departures from H-Net: one width for all stages (H-Net widens the main network); the residual
     projection is zero-initialised as in H-Net, so at start the decoder reads the main network.
     """
@@ -202,6 +218,8 @@ class AegirModel(nn.Module):
         D, K, cs, fm = config.d_model, config.head_size, config.wkv_chunk_size, config.ffn_mult
         self.embed = nn.Embedding(config.vocab_size, D)
         nn.init.uniform_(self.embed.weight, -1e-4, 1e-4)  # RWKV's small embedding init + ln0
+        self.ngram_embed = (HashedNgramEmbedding(config.ngram_max, config.ngram_buckets, D)
+                            if config.ngram_max >= 2 else None)
         self.ln_embed = nn.LayerNorm(D)
         self.drop = nn.Dropout(config.dropout)
         self.encoder = RWKVStack(config.encoder_layers, D, K, cs, fm)
@@ -240,7 +258,10 @@ class AegirModel(nn.Module):
 
     def encode(self, batch: Batch) -> EncoderOutput:
         """Embedding → encoder → routing. hidden: (B, T, D)."""
-        x = self.drop(self.ln_embed(self.embed(batch.byte_ids)))  # (B, T, D)
+        x = self.embed(batch.byte_ids)  # (B, T, D)
+        if self.ngram_embed is not None:
+            x = x + self.ngram_embed(batch.byte_ids)
+        x = self.drop(self.ln_embed(x))
         hidden, _ = self.encoder(x, batch.byte_mask)
         forced = None
         if self.config.force_column_boundaries:

@@ -279,7 +279,10 @@ def predict_variants(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase
         batch = collate(rows)
         routed = fused.annotate(batch)
         first = phase1(batch)
-        alone = [s.model(batch) for s in fused.specialists]
+        # the frozen copy of the Phase 1 primary (load_phase1 loads both from one checkpoint)
+        # gives the primary's outputs: reuse them instead of a second pass
+        alone = [first if name == "primary" else s.model(batch)
+                 for name, s in zip(fused.specialist_names, fused.specialists)]
         results = {"phase1": first, "control": control.primary(batch), "fused": routed,
                    "ensemble": OrchestratorOutput(output=ensemble_output(first, alone, routed.activation_mask),
                                                   activation_mask=routed.activation_mask),

@@ -38,13 +38,19 @@ from aegir.swarm.orchestrator import SwarmOrchestrator, build_orchestrator
 from aegir.swarm.specialist import checkpoint_fingerprint
 
 
-def is_orchestrator_checkpoint(directory: str | Path) -> bool:
-    """True when `directory`'s config.json describes an orchestrator (not a plain model)."""
+def config_has_section(directory: str | Path, section: str) -> bool:
+    """True when `directory`'s config.json is an object whose `section` is an object (what tells
+    an orchestrator's or a swarm's checkpoint from a plain model's); False when unreadable."""
     try:
         config = json.loads((Path(directory) / CONFIG_FILE).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return False
-    return isinstance(config, dict) and isinstance(config.get("orchestrator"), dict)
+    return isinstance(config, dict) and isinstance(config.get(section), dict)
+
+
+def is_orchestrator_checkpoint(directory: str | Path) -> bool:
+    """True when `directory`'s config.json describes an orchestrator (not a plain model)."""
+    return config_has_section(directory, "orchestrator")
 
 
 def save_orchestrator(directory: str | Path, orch: SwarmOrchestrator, specialist_dirs: dict[str, str | Path],

@@ -26,6 +26,7 @@ from aegir.labels import cta_vocab
 from aegir.model.aegir import AegirModel
 from aegir.model.checkpoint import CONFIG_FILE, CheckpointError, load_checkpoint, load_weights, read_checkpoint, write_checkpoint
 from aegir.rl.swarm import TableView, policy_inputs, swarm_logp
+from aegir.swarm.checkpoint import config_has_section
 from aegir.swarm.critical import model_read_steps
 from aegir.swarm.orchestrator import SwarmOrchestrator
 from aegir.swarm.policy import SpawnPolicy
@@ -129,13 +130,7 @@ class Swarm:
 
 def is_swarm_checkpoint(directory: str | Path) -> bool:
     """True when `directory`'s config.json describes a Phase 4 swarm."""
-    import json
-
-    try:
-        config = json.loads((Path(directory) / CONFIG_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    return isinstance(config, dict) and isinstance(config.get("swarm"), dict)
+    return config_has_section(directory, "swarm")
 
 
 def save_swarm(directory: str | Path, swarm: Swarm, phase3_dir: str | Path, subagent_dirs: dict[str, Path],
