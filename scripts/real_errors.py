@@ -55,9 +55,9 @@ def main() -> None:
     parser.add_argument("--params", default="params.yaml", help="for the baseline's params")
     parser.add_argument("--json", type=Path, help="also write the tables as JSON here")
     args = parser.parse_args()
-    model, _ = load_for_inference(args.checkpoint)
+    annotator = load_for_inference(args.checkpoint)  # a plain model or a Phase 3 orchestrator
     examples = load_examples(args.data, args.split)
-    pairs = gold_and_predicted(examples, predict(model, examples))
+    pairs = gold_and_predicted(examples, predict(annotator.model, examples, forward=annotator.forward))
     result = {"model": {task: confusions(gold, pred) for task, (gold, pred) in pairs.items()}}
     if args.baseline:
         result["baseline"] = baseline_confusions(args.data, args.split, args.params)

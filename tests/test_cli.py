@@ -178,3 +178,19 @@ def test_missing_table_and_missing_data_dir(tmp_path, checkpoint):
     result = CliRunner().invoke(main, ["evaluate", "--checkpoint", str(checkpoint), "--data", str(tmp_path / "nodata")])
     assert result.exit_code != 0 and f"{tmp_path / 'nodata'}: data directory not found" in result.output
     assert "run the pipeline first" not in result.output  # not a pipeline output path
+
+
+def test_real_errors_script_lists_per_label_f1(tmp_path, checkpoint, prepared):
+    """scripts/real_errors.py on a checkpoint: a per-label table for both tasks and its JSON."""
+    import sys
+
+    from conftest import ROOT, tool_env
+
+    out = tmp_path / "errors.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts/real_errors.py"), "--checkpoint", str(checkpoint),
+                           "--data", str(prepared), "--split", "test", "--json", str(out)],
+                          env=tool_env(ROOT), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "**CTA**" in proc.stdout and "**CPA**" in proc.stdout
+    result = json.loads(out.read_text())
+    assert set(result["model"]) == {"cta", "cpa"} and result["model"]["cta"]  # a row per gold label
