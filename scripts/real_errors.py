@@ -12,10 +12,11 @@ its per-label F1 is shown beside the checkpoint's. Used to decide what the gener
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from aegir import atomic
 from aegir.config import load_params
+from aegir.errors import AegirError
 from aegir.data.dataset import load_examples
 from aegir.data.prepared import read_split, tables_from_arrow
 from aegir.eval.metrics import confusions
@@ -55,16 +56,19 @@ def main() -> None:
     parser.add_argument("--params", default="params.yaml", help="for the baseline's params")
     parser.add_argument("--json", type=Path, help="also write the tables as JSON here")
     args = parser.parse_args()
-    annotator = load_for_inference(args.checkpoint)  # a plain model or a Phase 3 orchestrator
-    examples = load_examples(args.data, args.split)
-    pairs = gold_and_predicted(examples, predict(annotator.model, examples, forward=annotator.forward))
-    result = {"model": {task: confusions(gold, pred) for task, (gold, pred) in pairs.items()}}
-    if args.baseline:
-        result["baseline"] = baseline_confusions(args.data, args.split, args.params)
+    try:
+        annotator = load_for_inference(args.checkpoint)  # a plain model or a Phase 3 orchestrator
+        examples = load_examples(args.data, args.split)
+        pairs = gold_and_predicted(examples, predict(annotator.model, examples, forward=annotator.forward))
+        result = {"model": {task: confusions(gold, pred) for task, (gold, pred) in pairs.items()}}
+        if args.baseline:
+            result["baseline"] = baseline_confusions(args.data, args.split, args.params)
+    except AegirError as exc:
+        parser.exit(2, f"real_errors: error: {exc}\n")
     for task in ("cta", "cpa"):
         print(markdown(task, result["model"][task], result.get("baseline", {}).get(task)) + "\n")
     if args.json:
-        args.json.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        atomic.write_json(args.json, result)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import gzip
 import json
 import shutil
 import subprocess
+import sys
 from dataclasses import asdict
 
 import pyarrow as pa
@@ -19,7 +20,7 @@ from aegir.config import PrepareConfig, parse_params
 from aegir.model.aegir import AegirModel, preset
 from aegir.model.checkpoint import save_checkpoint
 from aegir.stages.prepare import run as prepare_run
-from conftest import BIN, TINY_PARAMS_OVERRIDE, good_table, sotab_dir
+from conftest import BIN, ROOT, TINY_PARAMS_OVERRIDE, good_table, sotab_dir, tool_env
 
 CSV = "hotel,phone,zip\nHotel Adlon,+49 30 22610,01234\nThe Ritz,+44 20 7493 8181,W1J 9BR\n"
 
@@ -182,10 +183,6 @@ def test_missing_table_and_missing_data_dir(tmp_path, checkpoint):
 
 def test_real_errors_script_lists_per_label_f1(tmp_path, checkpoint, prepared):
     """scripts/real_errors.py on a checkpoint: a per-label table for both tasks and its JSON."""
-    import sys
-
-    from conftest import ROOT, tool_env
-
     out = tmp_path / "errors.json"
     proc = subprocess.run([sys.executable, str(ROOT / "scripts/real_errors.py"), "--checkpoint", str(checkpoint),
                            "--data", str(prepared), "--split", "test", "--json", str(out)],
@@ -194,3 +191,13 @@ def test_real_errors_script_lists_per_label_f1(tmp_path, checkpoint, prepared):
     assert "**CTA**" in proc.stdout and "**CPA**" in proc.stdout
     result = json.loads(out.read_text())
     assert set(result["model"]) == {"cta", "cpa"} and result["model"]["cta"]  # a row per gold label
+
+
+def test_real_errors_script_names_a_missing_checkpoint(tmp_path, prepared):
+    out = tmp_path / "errors.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts/real_errors.py"), "--checkpoint", str(tmp_path / "nope"),
+                           "--data", str(prepared), "--split", "test", "--json", str(out)],
+                          env=tool_env(ROOT), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert "real_errors: error:" in proc.stderr and "nope" in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()

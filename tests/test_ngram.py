@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from aegir.errors import ConfigError
 from aegir.model.aegir import AegirModel, preset
 from aegir.model.checkpoint import load_checkpoint, save_checkpoint
 from aegir.model.ngram import BASE, HashedNgramEmbedding, ngram_buckets, ngram_buckets_reference, ngram_keys
@@ -84,5 +85,5 @@ def test_no_ngrams_is_the_model_from_before_and_old_checkpoints_load(tmp_path):
 @pytest.mark.parametrize("overrides, match", [({"ngram_max": 5}, "ngram_max"), ({"ngram_max": 0}, "ngram_max"),
                                               ({"ngram_buckets": 0}, "ngram_buckets")])
 def test_absurd_ngram_settings_are_errors_naming_the_key(overrides, match):
-    with pytest.raises(Exception, match=match):
+    with pytest.raises(ConfigError, match=match):
         preset("tiny", **overrides)
