@@ -53,6 +53,26 @@ def test_help_lists_commands():
         assert command in out
 
 
+def test_annotate_reads_a_wide_table_in_column_groups(tmp_path, checkpoint):
+    torch.manual_seed(0)
+    model = AegirModel(preset("tiny"))
+    prepare = PrepareConfig(byte_budget=512, max_rows=6)
+    save_checkpoint(tmp_path / "model", model, {"params": {"prepare": asdict(prepare), "phase1": {"read_columns": 4}}})
+    header = ",".join(f"c{i}" for i in range(10))
+    rows = "\n".join(",".join(f"v{r}-{i}" for i in range(10)) for r in range(5))
+    (tmp_path / "wide.csv").write_text(header + "\n" + rows + "\n")
+    result = invoke("annotate", tmp_path / "wide.csv", "--checkpoint", tmp_path / "model", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["read_groups"] == [[0, 1, 2, 3], [0, 4, 5, 6], [0, 7, 8, 9]]
+    assert len(out["columns"]) == 10 and all(len(c["cta"]) == 1 for c in out["columns"])
+    text = invoke("annotate", tmp_path / "wide.csv", "--checkpoint", tmp_path / "model")
+    assert "read in 3 column groups" in text.output
+    # a checkpoint that records no read_columns (written before it existed) reads tables whole
+    whole = invoke("annotate", tmp_path / "wide.csv", "--checkpoint", checkpoint, "--json")
+    assert whole.exit_code == 0 and "read_groups" not in json.loads(whole.output)
+
+
 @pytest.mark.parametrize("suffix", ["csv", "parquet", "jsonl", "json.gz"])
 def test_annotate_every_format(tmp_path, checkpoint, suffix):
     rows = [line.split(",") for line in CSV.strip().splitlines()]

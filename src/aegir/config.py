@@ -166,6 +166,10 @@ class Phase1Config:
     eval_batch_size: int = 32
     max_steps: int = 0  # stop after this many steps (0: no limit); for smoke runs
     label_smoothing: float = 0.0  # ε of the CTA and CPA cross-entropies
+    # scoring and annotating: a table of more columns than this is read in column groups, each
+    # the subject + at most read_columns − 1 others with the whole byte budget (aegir.eval.grouped);
+    # 0 reads every table whole
+    read_columns: int = 0
 
     def __post_init__(self) -> None:
         check_config(1 <= self.epochs <= 10_000, "phase1.epochs", f"must be in [1, 10000], got {self.epochs}")
@@ -181,6 +185,8 @@ class Phase1Config:
         check_config(self.eval_batch_size >= 1, "phase1.eval_batch_size", "must be ≥ 1")
         check_config(0 <= self.label_smoothing < 1, "phase1.label_smoothing",
                      f"must be in [0, 1), got {self.label_smoothing}")
+        check_config(self.read_columns == 0 or 2 <= self.read_columns <= 1024, "phase1.read_columns",
+                     f"must be 0 (whole tables) or in [2, 1024], got {self.read_columns}")
 
 
 # ----------------------------------------------------------------------------- launch

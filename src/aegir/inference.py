@@ -17,7 +17,8 @@ from aegir.config import SOURCE_SPLITS, SPLITS, PrepareConfig, build
 from aegir.data.dataset import Example, examples_from_tables, load_examples
 from aegir.data.prepared import split_path
 from aegir.errors import PIPELINE_HINT, DataError, is_pipeline_output
-from aegir.eval.predict import predict, score
+from aegir.eval.grouped import grouped_reads, grouped_split, merge_predictions, read_groups
+from aegir.eval.predict import TablePrediction, predict, score
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.checkpoint import load_checkpoint
 
@@ -31,6 +32,14 @@ class Annotator:
     prepare: PrepareConfig  # how the checkpoint's training data was serialized
     specialists: list[str] = field(default_factory=list)  # empty for a plain model
     forward: Callable | None = None  # what `predict` calls per batch (None: the model)
+    read_columns: int = 0  # wider tables are read in column groups (aegir.eval.grouped); 0: whole
+
+    def predictions(self, tables, examples: Sequence[Example], where: Path, top_k: int = 1) -> list[TablePrediction]:
+        """One prediction per table (`examples[i]` is `tables[i]` serialized), tables wider than
+        `read_columns` read in column groups as the pipeline scores them."""
+        grouped = grouped_reads(tables, examples, self.read_columns, self.prepare, where)
+        reads = predict(self.model, grouped.reads, top_k=top_k, forward=self.forward)
+        return merge_predictions(grouped, reads, [e.table_id for e in examples])
 
     def steps(self, activation) -> dict[str, int]:
         """Critical and total layer-steps of one table's routed forward."""
@@ -48,15 +57,24 @@ def load_for_inference(checkpoint: Path) -> Annotator:
 
     if is_orchestrator_checkpoint(checkpoint):
         orch, config = load_orchestrator(checkpoint)
-        annotator = Annotator(orch, _prepare_of(config, checkpoint), list(orch.specialist_names), orch.annotate)
+        annotator = Annotator(orch, _prepare_of(config, checkpoint), list(orch.specialist_names), orch.annotate,
+                              _read_columns_of(config, checkpoint))
     else:
         model, config = load_checkpoint(checkpoint)
-        annotator = Annotator(model.eval(), _prepare_of(config, checkpoint))
+        annotator = Annotator(model.eval(), _prepare_of(config, checkpoint), read_columns=_read_columns_of(config, checkpoint))
     return annotator
 
 
 def _prepare_of(config: dict, checkpoint: Path) -> PrepareConfig:
     return build(PrepareConfig, config.get("params", {}).get("prepare", {}), f"{checkpoint}/config.json: prepare")
+
+
+def _read_columns_of(config: dict, checkpoint: Path) -> int:
+    """The `phase1.read_columns` a checkpoint was scored with (0, whole tables, when it predates it)."""
+    value = config.get("params", {}).get("phase1", {}).get("read_columns", 0)
+    if not isinstance(value, int) or isinstance(value, bool) or not (value == 0 or 2 <= value <= 1024):
+        raise DataError(checkpoint / "config.json", f"params.phase1.read_columns must be 0 or in [2, 1024], got {value!r}")
+    return value
 
 
 def _examples(tables, prepare: PrepareConfig, where: Path) -> list[Example]:
@@ -68,7 +86,6 @@ def swarm_predictions(checkpoint: Path, tables, where: Path, top_k: int = 1, exa
     """A Phase 4 swarm (`models/phase4`) on raw `tables`: (TablePrediction per table, the
     swarm's `TableResult` per table, the examples). The tables are serialized as its training
     data was, unless their `examples` are given (prepared data)."""
-    from aegir.eval.predict import TablePrediction
     from aegir.swarm.swarm import load_swarm
 
     swarm, config = load_swarm(checkpoint)
@@ -97,8 +114,7 @@ def annotate_table(path: Path, checkpoint: Path, top_k: int = 1) -> dict:
         annotator = None
     else:
         annotator = load_for_inference(checkpoint)
-        example = _examples([table], annotator.prepare, path)[0]
-        prediction = predict(annotator.model, [example], top_k=top_k, forward=annotator.forward)[0]
+        prediction = annotator.predictions([table], _examples([table], annotator.prepare, path), path, top_k)[0]
     cta, cpa = cta_vocab().labels, cpa_vocab().labels
     columns = []
     for c in range(table.num_columns):
@@ -113,6 +129,10 @@ def annotate_table(path: Path, checkpoint: Path, top_k: int = 1) -> dict:
                                         for i, p in zip(prediction.cpa_ids[c], prediction.cpa_probs[c])],
         })
     result = {"table": str(path), "checkpoint": str(checkpoint), "rows": table.num_rows, "columns": columns}
+    if annotator is not None:
+        groups = read_groups(table.num_columns, annotator.read_columns)
+        if len(groups) > 1:  # wider than the checkpoint's read_columns: read in column groups
+            result["read_groups"] = [list(g) for g in groups]
     if swarm_result is not None:
         r = swarm_result
         result["swarm"] = {"subagents": r.subagents, "specialist": r.specialist,
@@ -145,6 +165,9 @@ def format_annotations(result: dict) -> str:
                 else "no deep search")
         lines.append(f"swarm: {spawned}; {deep}; Phase 3 specialists: {', '.join(s['phase3_specialists']) or 'none'}; "
                      f"{s['critical_steps']} critical steps, {s['total_steps']} total")
+    if "read_groups" in result:
+        lines.append(f"read in {len(result['read_groups'])} column groups (the subject with each): "
+                     + " ".join("[" + ",".join(map(str, g)) + "]" for g in result["read_groups"]))
     if "specialists" in result:
         s = result["specialists"]
         lines.append(f"specialists activated: {', '.join(s['activated']) or 'none'} (of {', '.join(s['available'])}); "
@@ -188,9 +211,13 @@ def evaluate_checkpoint(checkpoint: Path, data: Path, splits: Sequence[str] = ()
     for split in splits:
         if prepared:
             examples = load_examples(data, split)
+            grouped = grouped_split(data, split, examples, annotator.read_columns, annotator.prepare)
+            reads = predict(annotator.model, grouped.reads, forward=annotator.forward)
+            predictions = merge_predictions(grouped, reads, [e.table_id for e in examples])
         else:  # a SOTAB V2 directory, serialized as the checkpoint's training data was
-            examples = _examples(read_sotab(data, split), annotator.prepare, data)
-        predictions = predict(annotator.model, examples, forward=annotator.forward)
+            tables = read_sotab(data, split)
+            examples = _examples(tables, annotator.prepare, data)
+            predictions = annotator.predictions(tables, examples, data)
         results[split] = score(examples, predictions)
         if annotator.specialists:
             activation = np.array([p.activation for p in predictions], dtype=bool).reshape(-1, len(annotator.specialists))

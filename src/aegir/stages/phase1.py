@@ -50,10 +50,12 @@ from accelerate.utils import gather_object
 from dvclive import Live
 
 from aegir import atomic
-from aegir.config import EVAL_SPLITS, SPLITS, TRAIN_SPLIT, AgentConfig, Params, Phase1Config, build, load_params
+from aegir.config import (EVAL_SPLITS, SPLITS, TRAIN_SPLIT, AgentConfig, Params, Phase1Config, PrepareConfig, build,
+                          load_params)
 from aegir.data.dataset import Example, collate, length_grouped_batches, load_examples
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.errors import AegirError, ConfigError
+from aegir.eval.grouped import grouped_split, merge_predictions
 from aegir.eval.metrics import headline
 from aegir.eval.predict import TablePrediction, predict, score
 from aegir.labels import cpa_vocab, cta_vocab
@@ -208,7 +210,7 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
             break
     bar.close()
 
-    scores = final_scores(model, agent, data_dir, cfg, accelerator, workers)
+    scores = final_scores(model, agent, data_dir, cfg, params.prepare, accelerator, workers)
     if workers:
         workers.close()
     scores["steps"] = step
@@ -244,15 +246,18 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
     return scores
 
 
-def final_scores(model, agent: AgentConfig, data_dir: Path, cfg: Phase1Config,
+def final_scores(model, agent: AgentConfig, data_dir: Path, cfg: Phase1Config, prepare: PrepareConfig,
                  accelerator: Accelerator, workers: OneThreadWorkers | None = None) -> dict:
-    """F1 (with supports) on every evaluation split; specialists also on their own domains."""
+    """F1 (with supports) on every evaluation split, tables wider than `cfg.read_columns` read
+    in column groups (aegir.eval.grouped); specialists also on their own domains."""
     metrics: dict = {"cta": {}, "cpa": {}}
     if agent.domains:
         metrics["in_domain"] = {"cta": {}, "cpa": {}}
     for split in EVAL_SPLITS:
         examples = load_examples(data_dir, split)
-        predictions = gathered_predictions(model, examples, cfg.eval_batch_size, accelerator, workers)
+        grouped = grouped_split(data_dir, split, examples, cfg.read_columns, prepare)
+        reads = gathered_predictions(model, grouped.reads, cfg.eval_batch_size, accelerator, workers)
+        predictions = merge_predictions(grouped, reads, [e.table_id for e in examples])
         result = score(examples, predictions)
         for task in ("cta", "cpa"):
             metrics[task][split] = result[task]

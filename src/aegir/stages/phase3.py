@@ -52,11 +52,12 @@ from accelerate import Accelerator
 from dvclive import Live
 
 from aegir import atomic
-from aegir.config import EVAL_SPLITS, SPLITS, TRAIN_SPLIT, Params, Phase3Config, load_params
+from aegir.config import EVAL_SPLITS, SPLITS, TRAIN_SPLIT, Params, Phase3Config, PrepareConfig, load_params
 from aegir.data.dataset import Example, collate, eval_batches, length_grouped_batches, load_examples
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.errors import AegirError, DataError, check_config
 from aegir.eval.curves import phase3_curves_png
+from aegir.eval.grouped import grouped_split, merge_predictions
 from aegir.eval.metrics import headline
 from aegir.eval.predict import TablePrediction, predict, score, table_predictions
 from aegir.eval.routing import routing_stats, slice_scores, slices_beaten
@@ -347,10 +348,12 @@ VARIANTS = ("phase1", "control", "fused", "ensemble")  # what Phase 3 reports, (
 
 
 def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: AegirModel,
-                 specialists: dict[str, AegirModel], data_dir: Path, cfg: Phase3Config) -> tuple[dict, dict]:
+                 specialists: dict[str, AegirModel], data_dir: Path, cfg: Phase3Config,
+                 read_columns: int = 0, prepare: PrepareConfig | None = None) -> tuple[dict, dict]:
     """(scores, report): F1 with supports of every variant on every evaluation split, routing
     statistics and critical steps; and each specialist's slices where it beats the Phase 1
-    primary."""
+    primary. Every variant reads tables wider than `read_columns` in column groups, as Phase 1
+    scores them (aegir.eval.grouped; `prepare` serializes the groups)."""
     metrics: dict = {name: {"cta": {}, "cpa": {}} for name in VARIANTS}
     slices: dict[str, dict] = {name: {} for name in ["phase1", *specialists]}
     routed_all, examples_all, split_rates = [], [], {}
@@ -358,7 +361,10 @@ def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: A
         examples = load_examples(data_dir, split)
         if not examples:
             continue
-        variants = predict_variants(fused, control, phase1, examples, cfg.eval_batch_size)
+        grouped = grouped_split(data_dir, split, examples, read_columns, prepare or PrepareConfig())
+        reads = predict_variants(fused, control, phase1, grouped.reads, cfg.eval_batch_size)
+        ids = [e.table_id for e in examples]
+        variants = {name: merge_predictions(grouped, predictions, ids) for name, predictions in reads.items()}
         for name in VARIANTS:
             result = score(examples, variants[name])
             for task in ("cta", "cpa"):
@@ -424,7 +430,8 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
                                     metrics_dir / "live" / name, fingerprint({**base, "run": name}), accelerator)
     fused, control = runs["fused"].eval(), runs["control"].eval()
 
-    scores, report = evaluate_all(fused, control, phase1.eval(), specialists, data_dir, cfg)
+    scores, report = evaluate_all(fused, control, phase1.eval(), specialists, data_dir, cfg,
+                                  params.phase1.read_columns, params.prepare)
     scores["steps"] = cfg.steps
     report["state_survival"] = measure_survival(fused, valid[:cfg.survival_tables])
     report["settings"] = base
@@ -434,7 +441,8 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
               "torch_threads": torch.get_num_threads()}
 
     if accelerator.is_main_process:
-        extra = {"params": {"phase3": asdict(cfg), "prepare": asdict(params.prepare)},
+        extra = {"params": {"phase3": asdict(cfg), "prepare": asdict(params.prepare),
+                            "phase1": {"read_columns": params.phase1.read_columns}},
                  "vocab": {"cta": list(cta_vocab().labels), "cpa": list(cpa_vocab().labels)},
                  "data_fingerprint": base["data"]}
         with atomic.staged_dir(out_dir) as staging:

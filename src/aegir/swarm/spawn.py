@@ -50,6 +50,7 @@ import torch.nn.functional as F
 
 from aegir.config import PrepareConfig
 from aegir.data.dataset import Example, collate, eval_batches, examples_from_tables
+from aegir.data.groups import column_groups, sub_table
 from aegir.data.table import Table
 from aegir.labels import Vocabulary
 from aegir.model.aegir import AegirModel
@@ -61,44 +62,9 @@ TASKS = ("cta", "cpa")
 # ----------------------------------------------------------------------------- sub-tasks
 
 
-def column_groups(num_columns: int, g: int) -> list[tuple[int, ...]]:
-    """The non-subject columns 1 … C−1 in min(g, C−1) contiguous groups whose sizes differ by at
-    most one (the larger first). g = 0 or a one-column table gives no group."""
-    if g < 0 or num_columns < 1:
-        raise ValueError(f"need g ≥ 0 and num_columns ≥ 1, got g={g}, num_columns={num_columns}")
-    others = num_columns - 1
-    groups = min(g, others)
-    if groups == 0:
-        return []
-    size, extra = divmod(others, groups)
-    out, start = [], 1
-    for i in range(groups):
-        end = start + size + (1 if i < extra else 0)
-        out.append(tuple(range(start, end)))
-        start = end
-    return out
-
-
 def wide_subtasks(num_columns: int, g: int) -> list[tuple[int, ...]]:
     """The column tuples of a wide search with g sub-agents: (0, *group) per group."""
     return [(0, *group) for group in column_groups(num_columns, g)]
-
-
-def sub_table(table: Table, columns: Sequence[int]) -> Table:
-    """The sub-table of `table` holding `columns` (original indices, the subject first), its
-    labels carried along; its id names the columns so that two sub-tasks never share one."""
-    columns = tuple(columns)
-    if not columns or columns[0] != 0 or len(set(columns)) != len(columns):
-        raise ValueError(f"a sub-task's columns start with the subject column 0, once each; got {columns}")
-    names = table.column_names
-    return Table(
-        table_id=f"{table.table_id}#{'-'.join(map(str, columns))}",
-        columns=tuple(table.columns[c] for c in columns),
-        cta=tuple(table.cta[c] for c in columns),
-        cpa=tuple(table.cpa[c] for c in columns),
-        domain=table.domain,
-        column_names=tuple(names[c] for c in columns) if names else None,
-    )
 
 
 def subtask_examples(tables: Sequence[Table], keys: Sequence[tuple[int, tuple[int, ...]]],

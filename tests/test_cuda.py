@@ -1,0 +1,77 @@
+"""The model, a training step and the Phase 3/4 forward paths on a CUDA device: the same
+function as on the CPU, and fp32 recurrences under bf16/fp16 autocast on the GPU itself.
+
+Skipped where torch sees no GPU (CI, the 2-core development machines); run on a GPU machine with
+`pytest -q -n 0 tests/test_cuda.py`. The README's GPU section says where and when it last ran.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from aegir.data.dataset import collate, make_example
+from aegir.model.aegir import AegirModel, preset
+from aegir.model.ops import wkv_chunked, wkv_naive
+from aegir.train.step import whole_batch_step
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+CUDA = torch.device("cuda")
+
+
+def tiny_batch(copies: int = 3):
+    stream = b"Hotel Adlon\x1eThe Ritz\x1f+49 30 2261 0\x1e+44 20 7493\x1f" * 4
+    spans = [(0, 20), (21, 41)]
+    example = make_example("t", "Hotel", stream[:42], spans, ["Hotel/name", "telephone"], [None, "telephone"], "test")
+    return collate([example] * copies)
+
+
+def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30))
+
+
+def test_wkv_on_cuda_matches_the_cpu_reference():
+    g = torch.Generator().manual_seed(1)
+    B, T, H, K = 2, 256, 2, 32
+    r, k, v = (torch.randn(B, T, H, K, generator=g) for _ in range(3))
+    w = torch.rand(B, T, H, K, generator=g) * 0.4 + 0.55
+    kk = F.normalize(torch.randn(B, T, H, K, generator=g), dim=-1)
+    ref_out, ref_state = wkv_naive(*(x.double() for x in (r, w, k, v, -kk, kk * 0.5)))
+    out, state = wkv_chunked(*(x.to(CUDA) for x in (r, w, k, v, -kk, kk * 0.5)), chunk_size=64)
+    assert out.device.type == CUDA.type and state.dtype == torch.float32
+    assert relative_error(out.cpu(), ref_out) < 1e-3
+    assert relative_error(state.cpu(), ref_state) < 1e-3
+
+
+def test_model_on_cuda_equals_the_cpu_model():
+    torch.manual_seed(0)
+    model = AegirModel(preset("tiny")).eval()
+    batch = tiny_batch()
+    with torch.no_grad():
+        cpu = model(batch)
+        gpu = model.to(CUDA)(batch.to(CUDA))
+    # tf32 matmuls are off by default for fp32 in torch; differences are float rounding
+    assert relative_error(gpu.cta_logits.cpu(), cpu.cta_logits) < 1e-3
+    assert relative_error(gpu.cpa_logits.cpu(), cpu.cpa_logits) < 1e-3
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_training_step_under_cuda_autocast(dtype):
+    torch.manual_seed(0)
+    model = AegirModel(preset("tiny")).to(CUDA)
+    batch = tiny_batch().to(CUDA)
+    with torch.autocast("cuda", dtype=dtype):
+        output = model(batch)
+    assert all(s.wkv.dtype == torch.float32 for s in output.main_final_state)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses = []
+    for _ in range(5):
+        result = whole_batch_step(model, batch, autocast=lambda: torch.autocast("cuda", dtype=dtype))
+        assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(float(result.loss))
+    assert all(torch.isfinite(torch.tensor(losses)))
+    assert losses[-1] < losses[0]  # five steps on one batch fit it
