@@ -221,3 +221,19 @@ def test_real_errors_script_names_a_missing_checkpoint(tmp_path, prepared):
     assert proc.returncode == 2
     assert "real_errors: error:" in proc.stderr and "nope" in proc.stderr and "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+def test_read_columns_sweep_scores_each_setting(checkpoint, prepared):
+    """scripts/read_columns_sweep.py: one line per setting; narrower groups read more streams."""
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts/read_columns_sweep.py"), "--checkpoint", str(checkpoint),
+                           "--data", str(prepared), "--splits", "wide", "--read-columns", "0", "3"],
+                          env=tool_env(ROOT), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if "read_columns" in line]
+    assert len(lines) == 2 and "CTA" in lines[0]
+    streams = [int(line.split(":")[1].split()[0]) for line in lines]
+    assert streams[1] > streams[0]  # the wide split's tables (6–10 columns) split into groups of ≤ 3
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts/read_columns_sweep.py"), "--checkpoint", str(checkpoint),
+                          "--data", str(prepared), "--splits", "wide", "--read-columns", "1"],
+                         env=tool_env(ROOT), capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "--read-columns 1" in bad.stderr and "Traceback" not in bad.stderr

@@ -1,0 +1,57 @@
+"""Score one checkpoint on prepared splits at several `phase1.read_columns` settings.
+
+    python scripts/read_columns_sweep.py --checkpoint models/phase1/primary --splits wide real test \
+        --read-columns 0 9 5 3
+
+How `phase1.read_columns` (9) was chosen (README, "Experiments that decided the defaults"): the
+same trained model, each setting reading tables wider than it in column groups
+(`aegir.eval.grouped`), 0 reading every table whole. Prints per split and setting the number of
+streams read, CTA and CPA micro / macro F1, and the seconds it took.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from aegir.data.dataset import load_examples
+from aegir.errors import AegirError
+from aegir.eval.grouped import grouped_split, merge_predictions
+from aegir.eval.predict import predict, score
+from aegir.inference import load_for_inference
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", type=Path, default=Path("models/phase1/primary"))
+    parser.add_argument("--data", type=Path, default=Path("data/prepared"))
+    parser.add_argument("--splits", nargs="+", default=["wide", "real", "test", "corner_cases"])
+    parser.add_argument("--read-columns", type=int, nargs="+", default=[0, 9, 5, 3])
+    args = parser.parse_args()
+    try:
+        annotator = load_for_inference(args.checkpoint)
+        for split in args.splits:
+            examples = load_examples(args.data, split)
+            widths = [e.num_columns for e in examples]
+            print(f"{split}: {len(examples)} tables, {min(widths)}–{max(widths)} columns")
+            for read_columns in args.read_columns:
+                if read_columns == 1 or read_columns < 0:
+                    raise AegirError(f"--read-columns {read_columns}: must be 0 or ≥ 2")
+                started = time.perf_counter()
+                grouped = grouped_split(args.data, split, examples, read_columns, annotator.prepare)
+                reads = predict(annotator.model, grouped.reads, forward=annotator.forward)
+                result = score(examples, merge_predictions(grouped, reads, [e.table_id for e in examples]))
+                print(f"  read_columns {read_columns:3d}: {len(grouped.reads):5d} streams  "
+                      f"CTA {result['cta']['micro_f1']:5.1f} / {result['cta']['macro_f1']:5.1f}  "
+                      f"CPA {result['cpa']['micro_f1']:5.1f} / {result['cpa']['macro_f1']:5.1f}  "
+                      f"{time.perf_counter() - started:5.1f} s", flush=True)
+    except AegirError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
