@@ -57,7 +57,8 @@ def test_annotate_reads_a_wide_table_in_column_groups(tmp_path, checkpoint):
     torch.manual_seed(0)
     model = AegirModel(preset("tiny"))
     prepare = PrepareConfig(byte_budget=512, max_rows=6)
-    save_checkpoint(tmp_path / "model", model, {"params": {"prepare": asdict(prepare), "phase1": {"read_columns": 4}}})
+    save_checkpoint(tmp_path / "model", model, {"params": {"prepare": asdict(prepare),
+                                                            "reading": {"columns": 4, "views": 2}}})
     header = ",".join(f"c{i}" for i in range(10))
     rows = "\n".join(",".join(f"v{r}-{i}" for i in range(10)) for r in range(5))
     (tmp_path / "wide.csv").write_text(header + "\n" + rows + "\n")
@@ -67,10 +68,11 @@ def test_annotate_reads_a_wide_table_in_column_groups(tmp_path, checkpoint):
     assert out["read_groups"] == [[0, 1, 2, 3], [0, 4, 5, 6], [0, 7, 8, 9]]
     assert len(out["columns"]) == 10 and all(len(c["cta"]) == 1 for c in out["columns"])
     text = invoke("annotate", tmp_path / "wide.csv", "--checkpoint", tmp_path / "model")
-    assert "read in 3 column groups" in text.output
+    assert "read in 3 column groups" in text.output and "read in 2 row views" in text.output
     # a checkpoint that records no read_columns (written before it existed) reads tables whole
     whole = invoke("annotate", tmp_path / "wide.csv", "--checkpoint", checkpoint, "--json")
     assert whole.exit_code == 0 and "read_groups" not in json.loads(whole.output)
+    assert json.loads(whole.output)["read_views"] == 1
 
 
 @pytest.mark.parametrize("suffix", ["csv", "parquet", "jsonl", "json.gz"])
@@ -226,7 +228,8 @@ def test_real_errors_script_names_a_missing_checkpoint(tmp_path, prepared):
 def test_read_columns_sweep_scores_each_setting(checkpoint, prepared):
     """scripts/read_columns_sweep.py: one line per setting; narrower groups read more streams."""
     proc = subprocess.run([sys.executable, str(ROOT / "scripts/read_columns_sweep.py"), "--checkpoint", str(checkpoint),
-                           "--data", str(prepared), "--splits", "wide", "--read-columns", "0", "3"],
+                           "--data", str(prepared), "--splits", "wide", "--read-columns", "0", "3",
+                           "--read-views", "1"],
                           env=tool_env(ROOT), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     lines = [line for line in proc.stdout.splitlines() if "read_columns" in line]

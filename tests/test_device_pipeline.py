@@ -43,8 +43,8 @@ def test_a_bad_override_fails_before_any_work_and_writes_nothing(tmp_path):
     data.mkdir()
     (data / "train.parquet").write_bytes(b"")  # the script looks for it before anything else
     root = tmp_path / "run"
-    proc = run_script("--root", root, "--data", data, "--set", "phase1.read_columns=1")
-    assert proc.returncode != 0 and "phase1.read_columns" in proc.stderr
+    proc = run_script("--root", root, "--data", data, "--set", "reading.columns=1")
+    assert proc.returncode != 0 and "reading.columns" in proc.stderr
     assert not root.exists()
 
 

@@ -154,3 +154,27 @@ def test_rerun_of_a_finished_run_changes_nothing(tiny_setup):
     for tsv in (tiny_setup / "a/metrics/live/plots/metrics").rglob("*.tsv"):
         steps = [line.split("\t")[0] for line in tsv.read_text().splitlines()[1:]]
         assert len(steps) == len(set(steps)), tsv
+
+
+def test_a_reading_change_rescores_without_retraining(tiny_setup, tmp_path):
+    """`reading` is outside the training fingerprint: a finished run rerun with other reading
+    settings resumes at its end (same weights, no step trained) and scores with the new ones."""
+    if not (tiny_setup / "a/model/model.safetensors").exists():
+        run_phase1(tiny_setup, "a")
+    run = tiny_setup / "reread"
+    shutil.copytree(tiny_setup / "a", run)
+    weights = digest(run / "model/model.safetensors")
+    params = yaml.safe_load((tiny_setup / "params.yaml").read_text())
+    params["reading"] = {"columns": 3, "views": 2}
+    (tiny_setup / "reread.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    cmd = [sys.executable, *phase1_cmd("reread")]
+    cmd[cmd.index("params.yaml")] = "reread.yaml"
+    proc = subprocess.run(cmd, cwd=tiny_setup, env=tool_env(ROOT), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert digest(run / "model/model.safetensors") == weights
+    assert json.loads((run / "metrics/timing.json").read_text())["resumed_at_step"] == 8  # nothing trained
+    assert json.loads((run / "model/config.json").read_text())["params"]["reading"] == {"columns": 3, "views": 2}
+    before = json.loads((tiny_setup / "a/metrics/scores.json").read_text())
+    after = json.loads((run / "metrics/scores.json").read_text())
+    # every column is still scored once (the groups and views merge back to one prediction each)
+    assert after["cta"]["wide"]["support"] == before["cta"]["wide"]["support"]

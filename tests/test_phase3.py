@@ -34,6 +34,10 @@ def tiny_phase1(tmp_path_factory):
     """Tiny params, prepared data, the three Phase 1 agents and Phase 2's report."""
     root = tmp_path_factory.mktemp("phase3")
     params = deep_update(yaml.safe_load((ROOT / "params.yaml").read_text()), TINY_PARAMS_OVERRIDE)
+    # one whole read per table: Phase 4's never-spawn control is the orchestrator's single read of
+    # a table, and this module compares the two exactly (grouped and multi-view scoring of Phase 3
+    # is tested in test_grouped.py and by the pipeline test)
+    params["reading"] = {"columns": 0, "views": 1}
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     run_module(root, "aegir.stages.prepare", "--params", "params.yaml", "--out", "data", "--stats", "stats.json")
     for agent in params["agents"]:

@@ -166,10 +166,6 @@ class Phase1Config:
     eval_batch_size: int = 32
     max_steps: int = 0  # stop after this many steps (0: no limit); for smoke runs
     label_smoothing: float = 0.0  # ε of the CTA and CPA cross-entropies
-    # scoring and annotating: a table of more columns than this is read in column groups, each
-    # the subject + at most read_columns − 1 others with the whole byte budget (aegir.eval.grouped);
-    # 0 reads every table whole
-    read_columns: int = 0
 
     def __post_init__(self) -> None:
         check_config(1 <= self.epochs <= 10_000, "phase1.epochs", f"must be in [1, 10000], got {self.epochs}")
@@ -185,8 +181,6 @@ class Phase1Config:
         check_config(self.eval_batch_size >= 1, "phase1.eval_batch_size", "must be ≥ 1")
         check_config(0 <= self.label_smoothing < 1, "phase1.label_smoothing",
                      f"must be in [0, 1), got {self.label_smoothing}")
-        check_config(self.read_columns == 0 or 2 <= self.read_columns <= 1024, "phase1.read_columns",
-                     f"must be 0 (whole tables) or in [2, 1024], got {self.read_columns}")
 
 
 # ----------------------------------------------------------------------------- launch
@@ -504,6 +498,21 @@ def build(cls: type, mapping: dict[str, Any], prefix: str) -> Any:
     return cls(**kwargs)
 
 
+@dataclass(frozen=True)
+class ReadingConfig:
+    """How a trained model reads a table when it is scored or annotated (aegir.eval.grouped); not a
+    training setting: it is outside Phase 1's training fingerprint, so after a change the phase1
+    stages resume at their saved end and only re-score."""
+
+    columns: int = 0  # a wider table is read in column groups, the subject + ≤ columns − 1 others; 0: whole
+    views: int = 1  # row views read per table (rows rotated), label probabilities averaged
+
+    def __post_init__(self) -> None:
+        check_config(self.columns == 0 or 2 <= self.columns <= 1024, "reading.columns",
+                     f"must be 0 (whole tables) or in [2, 1024], got {self.columns}")
+        check_config(1 <= self.views <= 16, "reading.views", f"must be in [1, 16], got {self.views}")
+
+
 # Every top-level section of params.yaml and the dataclass that owns it. Every stage loads
 # every section, so a section's dataclass lives here, in this module, and not in its stage's
 # module: a class defined elsewhere would put that module (and all it imports) into every
@@ -517,6 +526,7 @@ SECTIONS: dict[str, Any] = {
     "presets": dict[str, dict[str, Any]],  # model size presets; checked against AegirConfig
     "agents": dict[str, AgentConfig],  # "primary" + specialists, one phase1 item each
     "phase1": Phase1Config,
+    "reading": ReadingConfig,  # how scoring and annotating read a table
     "lambda": LambdaConfig,  # λ1/λ2 per phase and the phase boundaries
     "rewards": RewardConfig,
     "phase2": Phase2Config,

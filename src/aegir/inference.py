@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from aegir.config import SOURCE_SPLITS, SPLITS, PrepareConfig, build
+from aegir.config import SOURCE_SPLITS, SPLITS, PrepareConfig, ReadingConfig, build
 from aegir.data.dataset import Example, examples_from_tables, load_examples
 from aegir.data.prepared import split_path
 from aegir.errors import PIPELINE_HINT, DataError, is_pipeline_output
-from aegir.eval.grouped import grouped_reads, grouped_split, merge_predictions, read_groups
+from aegir.eval.grouped import TableReads, predict_tables, read_groups, split_reads, table_reads
 from aegir.eval.predict import TablePrediction, predict, score
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.checkpoint import load_checkpoint
@@ -33,13 +33,17 @@ class Annotator:
     specialists: list[str] = field(default_factory=list)  # empty for a plain model
     forward: Callable | None = None  # what `predict` calls per batch (None: the model)
     read_columns: int = 0  # wider tables are read in column groups (aegir.eval.grouped); 0: whole
+    read_views: int = 1  # row views read per table, their distributions averaged
 
     def predictions(self, tables, examples: Sequence[Example], where: Path, top_k: int = 1) -> list[TablePrediction]:
-        """One prediction per table (`examples[i]` is `tables[i]` serialized), tables wider than
-        `read_columns` read in column groups as the pipeline scores them."""
-        grouped = grouped_reads(tables, examples, self.read_columns, self.prepare, where)
-        reads = predict(self.model, grouped.reads, top_k=top_k, forward=self.forward)
-        return merge_predictions(grouped, reads, [e.table_id for e in examples])
+        """One prediction per table (`examples[i]` is `tables[i]` serialized), each read as the
+        pipeline scores it (column groups, row views)."""
+        return self.predict_plan(table_reads(tables, examples, self.read_columns, self.read_views, self.prepare, where),
+                                 [e.table_id for e in examples], top_k)
+
+    def predict_plan(self, plan: TableReads, table_ids: Sequence[str], top_k: int = 1) -> list[TablePrediction]:
+        return predict_tables(lambda reads, k: predict(self.model, reads, top_k=k, forward=self.forward),
+                              plan, table_ids, top_k)
 
     def steps(self, activation) -> dict[str, int]:
         """Critical and total layer-steps of one table's routed forward."""
@@ -58,10 +62,10 @@ def load_for_inference(checkpoint: Path) -> Annotator:
     if is_orchestrator_checkpoint(checkpoint):
         orch, config = load_orchestrator(checkpoint)
         annotator = Annotator(orch, _prepare_of(config, checkpoint), list(orch.specialist_names), orch.annotate,
-                              _read_columns_of(config, checkpoint))
+                              *_reading_of(config, checkpoint))
     else:
         model, config = load_checkpoint(checkpoint)
-        annotator = Annotator(model.eval(), _prepare_of(config, checkpoint), read_columns=_read_columns_of(config, checkpoint))
+        annotator = Annotator(model.eval(), _prepare_of(config, checkpoint), [], None, *_reading_of(config, checkpoint))
     return annotator
 
 
@@ -69,12 +73,11 @@ def _prepare_of(config: dict, checkpoint: Path) -> PrepareConfig:
     return build(PrepareConfig, config.get("params", {}).get("prepare", {}), f"{checkpoint}/config.json: prepare")
 
 
-def _read_columns_of(config: dict, checkpoint: Path) -> int:
-    """The `phase1.read_columns` a checkpoint was scored with (0, whole tables, when it predates it)."""
-    value = config.get("params", {}).get("phase1", {}).get("read_columns", 0)
-    if not isinstance(value, int) or isinstance(value, bool) or not (value == 0 or 2 <= value <= 1024):
-        raise DataError(checkpoint / "config.json", f"params.phase1.read_columns must be 0 or in [2, 1024], got {value!r}")
-    return value
+def _reading_of(config: dict, checkpoint: Path) -> tuple[int, int]:
+    """(`reading.columns`, `reading.views`) a checkpoint was scored with; one whole read per
+    table (0, 1) when it predates them."""
+    reading = build(ReadingConfig, config.get("params", {}).get("reading", {}), f"{checkpoint}/config.json: reading")
+    return reading.columns, reading.views
 
 
 def _examples(tables, prepare: PrepareConfig, where: Path) -> list[Example]:
@@ -133,6 +136,7 @@ def annotate_table(path: Path, checkpoint: Path, top_k: int = 1) -> dict:
         groups = read_groups(table.num_columns, annotator.read_columns)
         if len(groups) > 1:  # wider than the checkpoint's read_columns: read in column groups
             result["read_groups"] = [list(g) for g in groups]
+        result["read_views"] = annotator.read_views
     if swarm_result is not None:
         r = swarm_result
         result["swarm"] = {"subagents": r.subagents, "specialist": r.specialist,
@@ -168,6 +172,8 @@ def format_annotations(result: dict) -> str:
     if "read_groups" in result:
         lines.append(f"read in {len(result['read_groups'])} column groups (the subject with each): "
                      + " ".join("[" + ",".join(map(str, g)) + "]" for g in result["read_groups"]))
+    if result.get("read_views", 1) > 1:
+        lines.append(f"read in {result['read_views']} row views (rows rotated), their label probabilities averaged")
     if "specialists" in result:
         s = result["specialists"]
         lines.append(f"specialists activated: {', '.join(s['activated']) or 'none'} (of {', '.join(s['available'])}); "
@@ -211,9 +217,8 @@ def evaluate_checkpoint(checkpoint: Path, data: Path, splits: Sequence[str] = ()
     for split in splits:
         if prepared:
             examples = load_examples(data, split)
-            grouped = grouped_split(data, split, examples, annotator.read_columns, annotator.prepare)
-            reads = predict(annotator.model, grouped.reads, forward=annotator.forward)
-            predictions = merge_predictions(grouped, reads, [e.table_id for e in examples])
+            plan = split_reads(data, split, examples, annotator.read_columns, annotator.read_views, annotator.prepare)
+            predictions = annotator.predict_plan(plan, [e.table_id for e in examples])
         else:  # a SOTAB V2 directory, serialized as the checkpoint's training data was
             tables = read_sotab(data, split)
             examples = _examples(tables, annotator.prepare, data)

@@ -1,36 +1,45 @@
-"""Reading a wide table in column groups: each group its own stream with the whole byte budget.
+"""How a trained model reads a table when it scores or annotates it: wide tables in column groups,
+and every table in several row views.
 
 The model is trained on tables of a few columns (`synthetic.min_columns` … `max_columns`), each
-serialized into one stream of `prepare.byte_budget` bytes shared between its columns. A table of
-30 columns read the same way leaves each column about a thirtieth of the budget: a cell or two
-where training gave it six to ten. Grouped reading keeps every column's share near what training
-gave: a table of more than `read_columns` columns is read as several sub-tables, each the subject
-column 0 plus a contiguous group of at most `read_columns − 1` others (balanced group sizes:
-`aegir.data.groups.column_groups`, the groups Phase 4's wide search uses), each serialized on its
-own as `prepare` serializes a table. A table of at most `read_columns` columns is read as it
-always was, from its prepared stream, so on the embedded benchmark's ordinary splits nothing
-changes.
+serialized into one stream of `prepare.byte_budget` bytes shared between its columns
+(`aegir.data.serialize`). Two things follow, and the reading plan answers each:
 
-Every non-subject column is read by exactly one group: its CTA and CPA (its relation to the
-subject) are that group's. The subject column is read by every group; its CTA is the first
-group's (the columns nearest it, as the table is laid out). A routed model's activation for the
-table is the union of its groups' activations.
+**Column groups** (`read_columns`). A table of 30 columns read as one stream leaves each column
+about a thirtieth of the budget: a cell or two where training gave it six to ten. A table of
+more than `read_columns` columns is read as sub-tables, each the subject column 0 plus a
+contiguous group of at most `read_columns − 1` others (balanced group sizes:
+`aegir.data.groups.column_groups`, the groups Phase 4's wide search uses), each serialized on its
+own as `prepare` serializes a table. Every non-subject column is read by exactly one group; the
+subject column by every group, and its figures are the first group's (the columns nearest it,
+as the table is laid out).
+
+**Row views** (`read_views`). A column's share of the budget holds its first few cells; the
+rest of a long column is never read. View v of a table of n rows is the table with its rows
+rotated by ⌊v·n/V⌋ (view 0 is the table itself), so the V views start at V evenly spaced rows
+and together show cells the first view left out. Each view is read (in its column groups), and a
+column's label distribution is the mean of its views' softmax distributions.
+
+A table of at most `read_columns` columns read in one view is read exactly as before, from its
+prepared example. A routed model's activation for a table is the union over the groups of view 0
+(the table as prepared), so routing statistics do not grow with the views.
 
 Where it is used: `phase1` and `phase3` score every evaluation split this way
-(`phase1.read_columns`, 0 = whole tables always), and `aegir annotate` / `aegir evaluate` read
-users' tables this way with the setting recorded in the checkpoint. Phase 4 does not: its never
-spawn control is the shared stream on purpose, and its wide search is this reading with a learned
-merge.
+(`reading.columns`, `reading.views` in params.yaml), and `aegir annotate` / `aegir evaluate` read
+users' tables with the settings recorded in the checkpoint. Phase 4 does not: its never-spawn
+control is the shared stream on purpose, and its wide search is the column-group reading with a
+learned merge.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from aegir.config import PrepareConfig
 from aegir.data.dataset import Example, examples_from_tables
@@ -39,19 +48,25 @@ from aegir.data.prepared import read_split, split_path, tables_from_arrow
 from aegir.data.table import Table
 from aegir.eval.predict import TablePrediction
 
+ALL_LABELS = 1 << 20  # a top_k that gives every label's probability (aegir.eval.predict.table_predictions)
+
 
 @dataclass(frozen=True)
-class GroupedReads:
+class TableReads:
     """The streams to read for a list of tables and how they map back.
 
-    reads:   the examples to run the model on (a table's own prepared example when it is read
-             whole, sub-table examples otherwise)
-    owners:  per read, (table index, the table's columns it holds, in read order; column 0 first)
+    reads:   the examples to run the model on (a table's own prepared example when view 0 reads
+             it whole, serialized sub-tables or views otherwise)
+    owners:  per read, (table index, view, the table's columns it holds in read order; 0 first)
     """
 
     reads: list[Example]
-    owners: list[tuple[int, tuple[int, ...]]]
+    owners: list[tuple[int, int, tuple[int, ...]]]
     num_tables: int
+
+    @property
+    def one_read_per_table(self) -> bool:
+        return len(self.reads) == self.num_tables
 
 
 def read_groups(num_columns: int, read_columns: int) -> list[tuple[int, ...]]:
@@ -66,67 +81,116 @@ def read_groups(num_columns: int, read_columns: int) -> list[tuple[int, ...]]:
     return [(0, *group) for group in column_groups(num_columns, groups)]
 
 
-def grouped_reads(tables: Sequence[Table], examples: Sequence[Example], read_columns: int,
-                  prepare: PrepareConfig, where: Path) -> GroupedReads:
-    """The reads of `tables` (raw cells; `examples[i]` is table i as prepared): tables that fit
-    are read from their example, the others in groups serialized with `prepare`'s settings."""
+def row_view(table: Table, view: int, views: int) -> Table:
+    """View `view` of `views`: the rows rotated to start at row ⌊view·n/views⌋ (same id, labels)."""
+    if not 0 <= view < views:
+        raise ValueError(f"view must be in [0, {views}), got {view}")
+    n = table.num_rows
+    start = view * n // views
+    if start == 0:
+        return table
+    order = [*range(start, n), *range(start)]
+    return Table(table_id=table.table_id, columns=tuple(tuple(column[i] for i in order) for column in table.columns),
+                 cta=table.cta, cpa=table.cpa, domain=table.domain, column_names=table.column_names)
+
+
+def table_reads(tables: Sequence[Table], examples: Sequence[Example], read_columns: int, read_views: int,
+                prepare: PrepareConfig, where: Path) -> TableReads:
+    """The reads of `tables` (raw cells; `examples[i]` is table i as prepared): view 0 of a table
+    that fits is its example; every other read is serialized with `prepare`'s settings."""
     if len(tables) != len(examples):
         raise ValueError(f"{where}: {len(tables)} tables but {len(examples)} examples")
+    if read_views < 1:
+        raise ValueError(f"read_views must be ≥ 1, got {read_views}")
     reads: list[Example | None] = []
-    owners: list[tuple[int, tuple[int, ...]]] = []
-    pending: list[tuple[int, Table]] = []  # (position in reads, sub-table)
+    owners: list[tuple[int, int, tuple[int, ...]]] = []
+    pending: list[tuple[int, Table]] = []  # (position in reads, table to serialize)
     for index, (table, example) in enumerate(zip(tables, examples)):
         if table.table_id != example.table_id:
             raise ValueError(f"{where}: table {index} is {table.table_id!r} but example {index} is {example.table_id!r}")
-        for columns in read_groups(example.num_columns, read_columns):
-            owners.append((index, columns))
-            if len(columns) == example.num_columns:
-                reads.append(example)
-            else:
-                pending.append((len(reads), sub_table(table, columns)))
-                reads.append(None)
-    serialized = examples_from_tables([sub for _, sub in pending], prepare.byte_budget, prepare.max_rows,
-                                      prepare.seed, where, prepare.compact_columns, prepare.compact_cell_bytes)
+        groups = read_groups(example.num_columns, read_columns)
+        for view in range(read_views):
+            viewed = row_view(table, view, read_views)
+            for columns in groups:
+                owners.append((index, view, columns))
+                whole = len(columns) == example.num_columns
+                if whole and viewed is table:
+                    reads.append(example)
+                else:
+                    pending.append((len(reads), viewed if whole else sub_table(viewed, columns)))
+                    reads.append(None)
+    serialized = examples_from_tables([t for _, t in pending], prepare.byte_budget, prepare.max_rows, prepare.seed,
+                                      where, prepare.compact_columns, prepare.compact_cell_bytes)
     for (position, _), example in zip(pending, serialized):
         reads[position] = example
-    return GroupedReads(reads, owners, len(tables))  # type: ignore[arg-type]
+    return TableReads(reads, owners, len(tables))  # type: ignore[arg-type]
 
 
-def merge_predictions(grouped: GroupedReads, predictions: Sequence[TablePrediction],
-                      table_ids: Sequence[str]) -> list[TablePrediction]:
-    """One prediction per table from the predictions of its reads (in `grouped.reads` order)."""
-    if len(predictions) != len(grouped.reads):
-        raise ValueError(f"{len(predictions)} predictions for {len(grouped.reads)} reads")
-    parts: list[list[tuple[tuple[int, ...], TablePrediction]]] = [[] for _ in range(grouped.num_tables)]
-    for (index, columns), prediction in zip(grouped.owners, predictions):
-        parts[index].append((columns, prediction))
+def split_reads(data_dir: str | Path, split: str, examples: Sequence[Example], read_columns: int, read_views: int,
+                prepare: PrepareConfig) -> TableReads:
+    """`table_reads` of a prepared split whose examples are `examples` (its raw cells are read
+    only when some table needs more than its prepared example)."""
+    if read_views == 1 and (read_columns == 0 or all(e.num_columns <= read_columns for e in examples)):
+        return TableReads(list(examples), [(i, 0, tuple(range(e.num_columns))) for i, e in enumerate(examples)],
+                          len(examples))
+    tables = tables_from_arrow(read_split(data_dir, split))
+    return table_reads(tables, examples, read_columns, read_views, prepare, split_path(data_dir, split))
+
+
+def _distribution(ids: np.ndarray, probs: np.ndarray, row: int, size: int) -> np.ndarray:
+    out = np.zeros(size, dtype=np.float64)
+    out[ids[row]] = probs[row]
+    return out
+
+
+def merge_predictions(plan: TableReads, predictions: Sequence[TablePrediction], table_ids: Sequence[str],
+                      top_k: int = 1, sizes: tuple[int, int] | None = None) -> list[TablePrediction]:
+    """One prediction per table from the predictions of its reads (in `plan.reads` order).
+
+    A table read once keeps its read's prediction. Otherwise the reads must carry every label's
+    probability (predicted with `ALL_LABELS`; `sizes` = (CTA, CPA) label counts, taken from the
+    reads when None): a column's distribution is the mean over views of the distribution its
+    group gave it, and its top `top_k` labels are kept."""
+    if len(predictions) != len(plan.reads):
+        raise ValueError(f"{len(predictions)} predictions for {len(plan.reads)} reads")
+    parts: list[list[tuple[int, tuple[int, ...], TablePrediction]]] = [[] for _ in range(plan.num_tables)]
+    for (index, view, columns), prediction in zip(plan.owners, predictions):
+        parts[index].append((view, columns, prediction))
+    cta_size, cpa_size = sizes or (predictions[0].cta_ids.shape[1], predictions[0].cpa_ids.shape[1])
     merged = []
     for table_id, table_parts in zip(table_ids, parts):
-        if len(table_parts) == 1 and table_parts[0][1].table_id == table_id:
-            merged.append(table_parts[0][1])
+        if len(table_parts) == 1:
+            p = table_parts[0][2]
+            merged.append(TablePrediction(table_id=p.table_id, cta_ids=p.cta_ids[:, :top_k], cta_probs=p.cta_probs[:, :top_k],
+                                          cpa_ids=p.cpa_ids[:, :top_k], cpa_probs=p.cpa_probs[:, :top_k],
+                                          activation=p.activation))
             continue
-        num_columns = 1 + sum(len(columns) - 1 for columns, _ in table_parts)
-        first = table_parts[0][1]
-        fields = {name: np.empty((num_columns, *getattr(first, name).shape[1:]), getattr(first, name).dtype)
-                  for name in ("cta_ids", "cta_probs", "cpa_ids", "cpa_probs")}
-        for number, (columns, prediction) in enumerate(table_parts):
+        num_columns = 1 + max(c for _, columns, _ in table_parts for c in columns)
+        views = 1 + max(view for view, _, _ in table_parts)
+        cta = np.zeros((num_columns, cta_size))
+        cpa = np.zeros((num_columns, cpa_size))
+        subject_read = set()
+        for view, columns, prediction in table_parts:
             for row, column in enumerate(columns):
-                if column == 0 and number > 0:
-                    continue  # the subject column's figures are the first group's
-                for name, array in fields.items():
-                    array[column] = getattr(prediction, name)[row]
-        activations = [p.activation for _, p in table_parts]
+                if column == 0:
+                    if view in subject_read:
+                        continue  # the subject column's figures are its view's first group's
+                    subject_read.add(view)
+                cta[column] += _distribution(prediction.cta_ids, prediction.cta_probs, row, cta_size)
+                cpa[column] += _distribution(prediction.cpa_ids, prediction.cpa_probs, row, cpa_size)
+        cta_p, cta_i = torch.from_numpy(cta / views).topk(min(top_k, cta_size), dim=-1)
+        cpa_p, cpa_i = torch.from_numpy(cpa / views).topk(min(top_k, cpa_size), dim=-1)
+        activations = [p.activation for view, _, p in table_parts if view == 0]
         activation = None if activations[0] is None else np.logical_or.reduce(np.stack(activations))
-        merged.append(TablePrediction(table_id=table_id, activation=activation, **fields))
+        merged.append(TablePrediction(table_id=table_id, cta_ids=cta_i.numpy(), cta_probs=cta_p.float().numpy(),
+                                      cpa_ids=cpa_i.numpy(), cpa_probs=cpa_p.float().numpy(), activation=activation))
     return merged
 
 
-def grouped_split(data_dir: str | Path, split: str, examples: Sequence[Example], read_columns: int,
-                  prepare: PrepareConfig) -> GroupedReads:
-    """`grouped_reads` of a prepared split whose examples are `examples` (its raw cells are read
-    only when a table needs grouping)."""
-    if read_columns == 0 or all(e.num_columns <= read_columns for e in examples):
-        return GroupedReads(list(examples), [(i, tuple(range(e.num_columns))) for i, e in enumerate(examples)],
-                            len(examples))
-    tables = tables_from_arrow(read_split(data_dir, split))
-    return grouped_reads(tables, examples, read_columns, prepare, split_path(data_dir, split))
+def predict_tables(run: Callable[[list[Example], int], list[TablePrediction]], plan: TableReads,
+                   table_ids: Sequence[str], top_k: int = 1) -> list[TablePrediction]:
+    """Per-table predictions of a reading plan: `run(examples, k)` predicts the reads (top-k of
+    each), once; with one read per table that is the whole story."""
+    if plan.one_read_per_table:
+        return run(plan.reads, top_k)
+    return merge_predictions(plan, run(plan.reads, ALL_LABELS), table_ids, top_k)

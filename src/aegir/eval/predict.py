@@ -71,11 +71,12 @@ def predict(model: torch.nn.Module, examples: Sequence[Example], batch_size: int
 
 def table_predictions(result, examples: Sequence[Example], top_k: int = 1) -> list[TablePrediction]:
     """One `TablePrediction` per batch row from a forward's result (an `AegirOutput`, or an
-    object with `.output` and `.activation_mask`); `examples` are the batch's rows in order."""
+    object with `.output` and `.activation_mask`); `examples` are the batch's rows in order.
+    A `top_k` above a task's label count gives all its labels (the whole distribution, sorted)."""
     activation = getattr(result, "activation_mask", None)
     output = getattr(result, "output", result)
-    cta_p, cta_i = output.cta_logits.float().softmax(-1).topk(top_k, dim=-1)  # (B, C, k)
-    cpa_p, cpa_i = output.cpa_logits.float().softmax(-1).topk(top_k, dim=-1)
+    cta_p, cta_i = output.cta_logits.float().softmax(-1).topk(min(top_k, output.cta_logits.shape[-1]), dim=-1)  # (B, C, k)
+    cpa_p, cpa_i = output.cpa_logits.float().softmax(-1).topk(min(top_k, output.cpa_logits.shape[-1]), dim=-1)
     out = []
     for row, example in enumerate(examples):
         c = example.num_columns

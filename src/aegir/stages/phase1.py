@@ -50,12 +50,12 @@ from accelerate.utils import gather_object
 from dvclive import Live
 
 from aegir import atomic
-from aegir.config import (EVAL_SPLITS, SPLITS, TRAIN_SPLIT, AgentConfig, Params, Phase1Config, PrepareConfig, build,
-                          load_params)
+from aegir.config import (EVAL_SPLITS, SPLITS, TRAIN_SPLIT, AgentConfig, Params, Phase1Config, PrepareConfig,
+                          ReadingConfig, build, load_params)
 from aegir.data.dataset import Example, collate, length_grouped_batches, load_examples
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.errors import AegirError, ConfigError
-from aegir.eval.grouped import grouped_split, merge_predictions
+from aegir.eval.grouped import predict_tables, split_reads
 from aegir.eval.metrics import headline
 from aegir.eval.predict import TablePrediction, predict, score
 from aegir.labels import cpa_vocab, cta_vocab
@@ -87,11 +87,12 @@ def make_optimizer(model: torch.nn.Module, cfg: Phase1Config) -> torch.optim.Ada
 
 
 def gathered_predictions(model: torch.nn.Module, examples: list[Example], batch_size: int,
-                         accelerator: Accelerator, workers: OneThreadWorkers | None = None) -> list[TablePrediction]:
+                         accelerator: Accelerator, workers: OneThreadWorkers | None = None,
+                         top_k: int = 1) -> list[TablePrediction]:
     """Predictions for every example, each process predicting a shard (in its worker threads,
     when it has them), gathered to all."""
     shard = list(range(accelerator.process_index, len(examples), accelerator.num_processes))
-    local = predict(accelerator.unwrap_model(model), [examples[i] for i in shard], batch_size,
+    local = predict(accelerator.unwrap_model(model), [examples[i] for i in shard], batch_size, top_k=top_k,
                     device=accelerator.device, workers=workers)
     by_index = dict(gather_object(list(zip(shard, local))))
     return [by_index[i] for i in range(len(examples))]
@@ -210,7 +211,7 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
             break
     bar.close()
 
-    scores = final_scores(model, agent, data_dir, cfg, params.prepare, accelerator, workers)
+    scores = final_scores(model, agent, data_dir, cfg, params.prepare, params.reading, accelerator, workers)
     if workers:
         workers.close()
     scores["steps"] = step
@@ -221,7 +222,7 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
         save_checkpoint(out_dir, unwrapped, {
             "agent": agent_name,
             "agent_config": asdict(agent),
-            "params": {"phase1": asdict(cfg), "prepare": asdict(params.prepare)},
+            "params": {"phase1": asdict(cfg), "prepare": asdict(params.prepare), "reading": asdict(params.reading)},
             "vocab": {"cta": list(cta_vocab().labels), "cpa": list(cpa_vocab().labels)},
             "data_fingerprint": data_print,
             "num_parameters": sum(p.numel() for p in unwrapped.parameters()),
@@ -247,17 +248,18 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
 
 
 def final_scores(model, agent: AgentConfig, data_dir: Path, cfg: Phase1Config, prepare: PrepareConfig,
-                 accelerator: Accelerator, workers: OneThreadWorkers | None = None) -> dict:
-    """F1 (with supports) on every evaluation split, tables wider than `cfg.read_columns` read
-    in column groups (aegir.eval.grouped); specialists also on their own domains."""
+                 reading: ReadingConfig, accelerator: Accelerator, workers: OneThreadWorkers | None = None) -> dict:
+    """F1 (with supports) on every evaluation split, each table read as `reading` says
+    (aegir.eval.grouped); specialists also on their own domains."""
     metrics: dict = {"cta": {}, "cpa": {}}
     if agent.domains:
         metrics["in_domain"] = {"cta": {}, "cpa": {}}
     for split in EVAL_SPLITS:
         examples = load_examples(data_dir, split)
-        grouped = grouped_split(data_dir, split, examples, cfg.read_columns, prepare)
-        reads = gathered_predictions(model, grouped.reads, cfg.eval_batch_size, accelerator, workers)
-        predictions = merge_predictions(grouped, reads, [e.table_id for e in examples])
+        plan = split_reads(data_dir, split, examples, reading.columns, reading.views, prepare)
+        predictions = predict_tables(
+            lambda reads, k: gathered_predictions(model, reads, cfg.eval_batch_size, accelerator, workers, k),
+            plan, [e.table_id for e in examples])
         result = score(examples, predictions)
         for task in ("cta", "cpa"):
             metrics[task][split] = result[task]

@@ -52,12 +52,12 @@ from accelerate import Accelerator
 from dvclive import Live
 
 from aegir import atomic
-from aegir.config import EVAL_SPLITS, SPLITS, TRAIN_SPLIT, Params, Phase3Config, PrepareConfig, load_params
+from aegir.config import EVAL_SPLITS, SPLITS, TRAIN_SPLIT, Params, Phase3Config, PrepareConfig, ReadingConfig, load_params
 from aegir.data.dataset import Example, collate, eval_batches, length_grouped_batches, load_examples
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.errors import AegirError, DataError, check_config
 from aegir.eval.curves import phase3_curves_png
-from aegir.eval.grouped import grouped_split, merge_predictions
+from aegir.eval.grouped import ALL_LABELS, merge_predictions, split_reads
 from aegir.eval.metrics import headline
 from aegir.eval.predict import TablePrediction, predict, score, table_predictions
 from aegir.eval.routing import routing_stats, slice_scores, slices_beaten
@@ -268,7 +268,7 @@ def routed_predictions(orch: SwarmOrchestrator, examples: list[Example], batch_s
 
 @torch.no_grad()
 def predict_variants(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: AegirModel,
-                     examples: list[Example], batch_size: int) -> dict[str, list[TablePrediction]]:
+                     examples: list[Example], batch_size: int, top_k: int = 1) -> dict[str, list[TablePrediction]]:
     """Predictions of every model Phase 3 reports, one pass per model over `examples`:
     `phase1`, `control`, `fused` (routed), each frozen specialist alone (by name), and
     `ensemble` — (d), the output-level ensemble Phase 2 used as its routed r_perf: the mean
@@ -289,7 +289,7 @@ def predict_variants(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase
                                                   activation_mask=routed.activation_mask),
                    **dict(zip(fused.specialist_names, alone))}
         for name, result in results.items():
-            for i, prediction in zip(indices, table_predictions(result, rows)):
+            for i, prediction in zip(indices, table_predictions(result, rows, top_k)):
                 out[name][i] = prediction
     return out
 
@@ -349,11 +349,12 @@ VARIANTS = ("phase1", "control", "fused", "ensemble")  # what Phase 3 reports, (
 
 def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: AegirModel,
                  specialists: dict[str, AegirModel], data_dir: Path, cfg: Phase3Config,
-                 read_columns: int = 0, prepare: PrepareConfig | None = None) -> tuple[dict, dict]:
+                 reading: ReadingConfig | None = None, prepare: PrepareConfig | None = None) -> tuple[dict, dict]:
     """(scores, report): F1 with supports of every variant on every evaluation split, routing
     statistics and critical steps; and each specialist's slices where it beats the Phase 1
-    primary. Every variant reads tables wider than `read_columns` in column groups, as Phase 1
-    scores them (aegir.eval.grouped; `prepare` serializes the groups)."""
+    primary. Every variant reads each table as Phase 1 scores it (`reading`: column groups, row
+    views; aegir.eval.grouped; `prepare` serializes them)."""
+    reading = reading or ReadingConfig()
     metrics: dict = {name: {"cta": {}, "cpa": {}} for name in VARIANTS}
     slices: dict[str, dict] = {name: {} for name in ["phase1", *specialists]}
     routed_all, examples_all, split_rates = [], [], {}
@@ -361,10 +362,13 @@ def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: A
         examples = load_examples(data_dir, split)
         if not examples:
             continue
-        grouped = grouped_split(data_dir, split, examples, read_columns, prepare or PrepareConfig())
-        reads = predict_variants(fused, control, phase1, grouped.reads, cfg.eval_batch_size)
-        ids = [e.table_id for e in examples]
-        variants = {name: merge_predictions(grouped, predictions, ids) for name, predictions in reads.items()}
+        plan = split_reads(data_dir, split, examples, reading.columns, reading.views, prepare or PrepareConfig())
+        if plan.one_read_per_table:
+            variants = predict_variants(fused, control, phase1, plan.reads, cfg.eval_batch_size)
+        else:
+            reads = predict_variants(fused, control, phase1, plan.reads, cfg.eval_batch_size, ALL_LABELS)
+            ids = [e.table_id for e in examples]
+            variants = {name: merge_predictions(plan, predictions, ids) for name, predictions in reads.items()}
         for name in VARIANTS:
             result = score(examples, variants[name])
             for task in ("cta", "cpa"):
@@ -431,7 +435,7 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
     fused, control = runs["fused"].eval(), runs["control"].eval()
 
     scores, report = evaluate_all(fused, control, phase1.eval(), specialists, data_dir, cfg,
-                                  params.phase1.read_columns, params.prepare)
+                                  params.reading, params.prepare)
     scores["steps"] = cfg.steps
     report["state_survival"] = measure_survival(fused, valid[:cfg.survival_tables])
     report["settings"] = base
@@ -442,7 +446,7 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
 
     if accelerator.is_main_process:
         extra = {"params": {"phase3": asdict(cfg), "prepare": asdict(params.prepare),
-                            "phase1": {"read_columns": params.phase1.read_columns}},
+                            "reading": asdict(params.reading)},
                  "vocab": {"cta": list(cta_vocab().labels), "cpa": list(cpa_vocab().labels)},
                  "data_fingerprint": base["data"]}
         with atomic.staged_dir(out_dir) as staging:
