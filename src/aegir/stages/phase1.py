@@ -211,7 +211,8 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
             break
     bar.close()
 
-    scores = final_scores(model, agent, data_dir, cfg, params.prepare, params.reading, accelerator, workers)
+    scores = final_scores(model, agent, data_dir, cfg, params.prepare, params.reading, accelerator, workers,
+                          agent_name)
     if workers:
         workers.close()
     scores["steps"] = step
@@ -248,13 +249,17 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
 
 
 def final_scores(model, agent: AgentConfig, data_dir: Path, cfg: Phase1Config, prepare: PrepareConfig,
-                 reading: ReadingConfig, accelerator: Accelerator, workers: OneThreadWorkers | None = None) -> dict:
+                 reading: ReadingConfig, accelerator: Accelerator, workers: OneThreadWorkers | None = None,
+                 name: str = "primary") -> dict:
     """F1 (with supports) on every evaluation split, each table read as `reading` says
     (aegir.eval.grouped); specialists also on their own domains."""
     metrics: dict = {"cta": {}, "cpa": {}}
     if agent.domains:
         metrics["in_domain"] = {"cta": {}, "cpa": {}}
-    for split in EVAL_SPLITS:
+    splits = progress_bar(EVAL_SPLITS, desc=f"phase1 {name} scoring", unit="split",
+                          disable=not accelerator.is_local_main_process)
+    for split in splits:
+        splits.set_postfix_str(split)
         examples = load_examples(data_dir, split)
         plan = split_reads(data_dir, split, examples, reading.columns, reading.views, prepare)
         predictions = predict_tables(

@@ -349,7 +349,8 @@ VARIANTS = ("phase1", "control", "fused", "ensemble")  # what Phase 3 reports, (
 
 def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: AegirModel,
                  specialists: dict[str, AegirModel], data_dir: Path, cfg: Phase3Config,
-                 reading: ReadingConfig | None = None, prepare: PrepareConfig | None = None) -> tuple[dict, dict]:
+                 reading: ReadingConfig | None = None, prepare: PrepareConfig | None = None,
+                 show_progress: bool = True) -> tuple[dict, dict]:
     """(scores, report): F1 with supports of every variant on every evaluation split, routing
     statistics and critical steps; and each specialist's slices where it beats the Phase 1
     primary. Every variant reads each table as Phase 1 scores it (`reading`: column groups, row
@@ -358,7 +359,9 @@ def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: A
     metrics: dict = {name: {"cta": {}, "cpa": {}} for name in VARIANTS}
     slices: dict[str, dict] = {name: {} for name in ["phase1", *specialists]}
     routed_all, examples_all, split_rates = [], [], {}
-    for split in EVAL_SPLITS:
+    splits = progress_bar(EVAL_SPLITS, desc="phase3 scoring", unit="split", disable=not show_progress)
+    for split in splits:
+        splits.set_postfix_str(split)
         examples = load_examples(data_dir, split)
         if not examples:
             continue
@@ -435,7 +438,7 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
     fused, control = runs["fused"].eval(), runs["control"].eval()
 
     scores, report = evaluate_all(fused, control, phase1.eval(), specialists, data_dir, cfg,
-                                  params.reading, params.prepare)
+                                  params.reading, params.prepare, accelerator.is_local_main_process)
     scores["steps"] = cfg.steps
     report["state_survival"] = measure_survival(fused, valid[:cfg.survival_tables])
     report["settings"] = base
