@@ -22,6 +22,9 @@ class DataError(AegirError):
         where = self.path if line is None else f"{self.path}:{line}"
         super().__init__(f"{where}: {problem}")
 
+    def __reduce__(self):  # pickled whole, so it crosses from a worker process intact
+        return type(self), (self.path, self.problem, self.line)
+
 
 # Appended to "not found" errors about a path the pipeline writes (data/, models/, results/).
 PIPELINE_HINT = "; it is a pipeline output: run the pipeline first (`dvc repro`, or `snakemake --cores all all`)"
