@@ -259,7 +259,7 @@ def final_scores(model, agent: AgentConfig, data_dir: Path, cfg: Phase1Config, p
     splits = progress_bar(EVAL_SPLITS, desc=f"phase1 {name} scoring", unit="split",
                           disable=not accelerator.is_local_main_process)
     for split in splits:
-        splits.set_postfix_str(split)
+        splits.set_postfix_str(split, refresh=False)
         examples = load_examples(data_dir, split)
         plan = split_reads(data_dir, split, examples, reading.columns, reading.views, prepare)
         predictions = predict_tables(

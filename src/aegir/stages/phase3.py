@@ -361,7 +361,7 @@ def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: A
     routed_all, examples_all, split_rates = [], [], {}
     splits = progress_bar(EVAL_SPLITS, desc="phase3 scoring", unit="split", disable=not show_progress)
     for split in splits:
-        splits.set_postfix_str(split)
+        splits.set_postfix_str(split, refresh=False)
         examples = load_examples(data_dir, split)
         if not examples:
             continue
