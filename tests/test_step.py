@@ -126,11 +126,21 @@ def test_workers_keep_the_callers_thread_count_and_predict_in_order():
     tables = [generate_table(SyntheticConfig(), "valid", i) for i in range(7)]
     examples = examples_from_tables(tables, 256, 8, 0, Path("synthetic"))
     alone = predict(model, examples, batch_size=3)
+
+    def after_a_parallel_op(_) -> int:  # a thread's first parallel op takes the process default
+        torch.randn(256, 256).sum()
+        return torch.get_num_threads()
+
     before = torch.get_num_threads()
-    with OneThreadWorkers(3) as threads:
-        assert torch.get_num_threads() == before
-        assert threads.map(lambda _: torch.get_num_threads(), range(3)) == [1, 1, 1]
-        shared = predict(model, examples, batch_size=3, workers=threads)
+    torch.set_num_threads(2)  # the tests run with one thread (conftest); the creator here has two
+    try:
+        with OneThreadWorkers(3) as threads:
+            assert torch.get_num_threads() == 2
+            assert threads.map(after_a_parallel_op, range(3)) == [1, 1, 1]
+            shared = predict(model, examples, batch_size=3, workers=threads)
+            assert threads.map(after_a_parallel_op, range(3)) == [1, 1, 1]
+    finally:
+        torch.set_num_threads(before)
     assert [p.table_id for p in shared] == [e.table_id for e in examples]
     for a, b in zip(shared, alone):
         assert (a.cta_ids == b.cta_ids).all() and (a.cpa_ids == b.cpa_ids).all()

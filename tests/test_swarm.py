@@ -341,3 +341,33 @@ def test_ensemble_output_is_the_mean_softmax_of_the_activated():
     for b, agents in ((0, [base, others[0]]), (1, [base, *others])):
         want = torch.stack([a.cta_logits[b].softmax(-1) for a in agents]).mean(0)
         assert torch.allclose(out.cta_logits[b].exp(), want, atol=1e-6)
+
+
+def test_phase3_scoring_in_worker_threads_equals_one_thread():
+    import copy
+    from pathlib import Path
+
+    from aegir.config import SyntheticConfig
+    from aegir.data.synth import generate_table
+    from aegir.stages.phase3 import predict_variants, predict_variants_shared
+    from aegir.data.dataset import examples_from_tables
+    from aegir.train.step import OneThreadWorkers
+
+    fused, primary = orchestrator(threshold=0.3)
+    open_gates(fused)
+    control = build_orchestrator(copy.deepcopy(primary), {})
+    tables = [generate_table(SyntheticConfig(), "valid", i) for i in range(9)]
+    examples = examples_from_tables(tables, 256, 8, 0, Path("synthetic"))
+    fused.eval(), control.eval(), primary.eval()
+    alone = predict_variants(fused, control, primary, examples, batch_size=2)
+    with OneThreadWorkers(2) as threads:
+        shared = predict_variants_shared(fused, control, primary, examples, batch_size=2, workers=threads)
+    assert set(shared) == set(alone) >= {"phase1", "control", "fused", "ensemble", "same", "wide", "deep"}
+    assert any(p.activation.any() for p in alone["fused"])  # the fused variant really read specialists
+    for name in alone:
+        assert [p.table_id for p in shared[name]] == [e.table_id for e in examples]
+        for a, b in zip(shared[name], alone[name]):
+            assert (a.cta_ids == b.cta_ids).all() and (a.cpa_ids == b.cpa_ids).all()
+            assert abs(a.cta_probs - b.cta_probs).max() < 1e-5 and abs(a.cpa_probs - b.cpa_probs).max() < 1e-5
+            assert (a.activation is None) == (b.activation is None)
+            assert a.activation is None or (a.activation == b.activation).all()

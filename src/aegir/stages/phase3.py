@@ -79,7 +79,7 @@ from aegir.swarm.orchestrator import (
 from aegir.swarm.specialist import checkpoint_fingerprint, load_agents
 from aegir.train.resume import TrainingProgress, fingerprint, load_state, restore_snapshot, save_state
 from aegir.train.schedule import learning_rate
-from aegir.train.step import process_shard
+from aegir.train.step import OneThreadWorkers, process_shard
 
 
 # ----------------------------------------------------------------------------- training
@@ -344,17 +344,38 @@ def measure_survival(orch: SwarmOrchestrator, examples: list[Example]) -> dict:
             "routing_hidden_norm": float(orch.routing_hidden(batch, encoded).norm(dim=-1).mean())}
 
 
+def predict_variants_shared(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: AegirModel,
+                            examples: list[Example], batch_size: int, top_k: int = 1,
+                            workers: OneThreadWorkers | None = None) -> dict[str, list[TablePrediction]]:
+    """`predict_variants`, with each of `workers`' threads (one intra-op thread each) predicting
+    an interleaved share of `examples` (every `workers.count`-th); the same predictions as one
+    thread up to float rounding, in the order of `examples`. Every model is frozen and in eval
+    mode, so the threads only read the shared parameters."""
+    if workers is None or workers.count < 2 or len(examples) < 2:
+        return predict_variants(fused, control, phase1, examples, batch_size, top_k)
+    n = workers.count
+    shares = workers.map(lambda w: predict_variants(fused, control, phase1, examples[w::n], batch_size, top_k),
+                         range(n))
+    merged: dict[str, list] = {}
+    for name in shares[0]:
+        merged[name] = [None] * len(examples)
+        for w, share in enumerate(shares):
+            merged[name][w::n] = share[name]
+    return merged
+
+
 VARIANTS = ("phase1", "control", "fused", "ensemble")  # what Phase 3 reports, (a) (b) (c) (d)
 
 
 def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: AegirModel,
                  specialists: dict[str, AegirModel], data_dir: Path, cfg: Phase3Config,
                  reading: ReadingConfig | None = None, prepare: PrepareConfig | None = None,
-                 show_progress: bool = True) -> tuple[dict, dict]:
+                 show_progress: bool = True, workers: OneThreadWorkers | None = None) -> tuple[dict, dict]:
     """(scores, report): F1 with supports of every variant on every evaluation split, routing
     statistics and critical steps; and each specialist's slices where it beats the Phase 1
     primary. Every variant reads each table as Phase 1 scores it (`reading`: column groups, row
-    views; aegir.eval.grouped; `prepare` serializes them)."""
+    views; aegir.eval.grouped; `prepare` serializes them). `workers`: predict in their threads
+    (`predict_variants_shared`)."""
     reading = reading or ReadingConfig()
     metrics: dict = {name: {"cta": {}, "cpa": {}} for name in VARIANTS}
     slices: dict[str, dict] = {name: {} for name in ["phase1", *specialists]}
@@ -367,9 +388,11 @@ def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: A
             continue
         plan = split_reads(data_dir, split, examples, reading.columns, reading.views, prepare or PrepareConfig())
         if plan.one_read_per_table:
-            variants = predict_variants(fused, control, phase1, plan.reads, cfg.eval_batch_size)
+            variants = predict_variants_shared(fused, control, phase1, plan.reads, cfg.eval_batch_size,
+                                               workers=workers)
         else:
-            reads = predict_variants(fused, control, phase1, plan.reads, cfg.eval_batch_size, ALL_LABELS)
+            reads = predict_variants_shared(fused, control, phase1, plan.reads, cfg.eval_batch_size, ALL_LABELS,
+                                            workers)
             ids = [e.table_id for e in examples]
             variants = {name: merge_predictions(plan, predictions, ids) for name, predictions in reads.items()}
         for name in VARIANTS:
@@ -437,8 +460,16 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
                                     metrics_dir / "live" / name, fingerprint({**base, "run": name}), accelerator)
     fused, control = runs["fused"].eval(), runs["control"].eval()
 
-    scores, report = evaluate_all(fused, control, phase1.eval(), specialists, data_dir, cfg,
-                                  params.reading, params.prepare, accelerator.is_local_main_process)
+    # one CPU process: the evaluation splits' tables are predicted in parallel threads, one per
+    # intra-op thread torch was given (as phase1 scores); the count changes float rounding only
+    threads = torch.get_num_threads() if accelerator.num_processes == 1 and accelerator.device.type == "cpu" else 1
+    workers = OneThreadWorkers(threads) if threads > 1 else None
+    try:
+        scores, report = evaluate_all(fused, control, phase1.eval(), specialists, data_dir, cfg,
+                                      params.reading, params.prepare, accelerator.is_local_main_process, workers)
+    finally:
+        if workers:
+            workers.close()
     scores["steps"] = cfg.steps
     report["state_survival"] = measure_survival(fused, valid[:cfg.survival_tables])
     report["settings"] = base

@@ -85,12 +85,24 @@ def trimmed(batch: Batch) -> Batch:
                  cta_labels=batch.cta_labels[:, :C], cpa_labels=batch.cpa_labels[:, :C])
 
 
+def _one_intra_op_thread() -> None:
+    """Give the calling thread one intra-op thread, for good.
+
+    torch.set_num_threads sets the calling thread's OpenMP/MKL thread count and a process-wide
+    default. A thread takes that default once, lazily, at its first parallel op or
+    torch.get_num_threads() call, overwriting what it had set. So the worker first takes the
+    default (get_num_threads), then sets its own count: the creator putting its default back
+    later no longer reaches the worker. (Setting it without the first call left every worker
+    on the creator's count, two threads each on a two-core machine.)"""
+    torch.get_num_threads()
+    torch.set_num_threads(1)
+
+
 class OneThreadWorkers:
     """`count` threads that each run torch with one intra-op thread; the creating thread keeps
     its own setting. `map` runs a function over items in them and returns the results in order.
 
-    torch.set_num_threads sets the calling thread's OpenMP/MKL thread count and the default a
-    thread takes when it first runs a torch op; each worker sets its own, then the creator's
+    Each worker sets its own count once, at start (`_one_intra_op_thread`), then the creator's
     default is put back. The barrier makes every worker exist (and so run its initializer) first.
     """
 
@@ -100,7 +112,7 @@ class OneThreadWorkers:
         self.count = count
         threads = torch.get_num_threads()
         self._pool = ThreadPoolExecutor(max_workers=count, thread_name_prefix="aegir-worker",
-                                        initializer=torch.set_num_threads, initargs=(1,))
+                                        initializer=_one_intra_op_thread)
         started = threading.Barrier(count)
         for future in [self._pool.submit(started.wait) for _ in range(count)]:
             future.result()
