@@ -146,3 +146,14 @@ def test_workers_keep_the_callers_thread_count_and_predict_in_order():
         assert (a.cta_ids == b.cta_ids).all() and (a.cpa_ids == b.cpa_ids).all()
         assert abs(a.cta_probs - b.cta_probs).max() < 1e-5
     assert model.training
+
+
+def test_each_item_runs_in_the_worker_of_its_index():
+    import threading
+
+    with OneThreadWorkers(3) as threads:
+        names = threads.map(lambda _: threading.current_thread().name, range(8))
+        again = threads.map(lambda _: threading.current_thread().name, range(8))
+    assert names == again
+    assert [name.split("_")[0] for name in names] == [f"aegir-worker-{i % 3}" for i in range(8)]
+    assert len(set(names)) == 3

@@ -22,7 +22,6 @@ up to float rounding (tests/test_step.py).
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -102,8 +101,17 @@ class OneThreadWorkers:
     """`count` threads that each run torch with one intra-op thread; the creating thread keeps
     its own setting. `map` runs a function over items in them and returns the results in order.
 
+    Item i of a `map` always runs in worker i mod `count`, after the items before it there: the
+    work each thread does, and so all of its thread-local state, is a function of the calls, not
+    of which thread happened to be free. (A shared pool let whichever thread was idle take the
+    next item. Autograd numbers the nodes it records with a per-thread counter and runs ready
+    nodes of a backward pass in the order of those numbers; a shard's backward mixes nodes its
+    forward recorded in one thread with nodes recorded in another, so their order, and the order
+    in which gradients were summed, came to depend on thread timing: two runs of the default
+    primary drifted apart in the low bits after a few hundred steps, sooner on a loaded machine.)
+
     Each worker sets its own count once, at start (`_one_intra_op_thread`), then the creator's
-    default is put back. The barrier makes every worker exist (and so run its initializer) first.
+    default is put back.
     """
 
     def __init__(self, count: int):
@@ -111,18 +119,19 @@ class OneThreadWorkers:
             raise ValueError(f"OneThreadWorkers: count must be ≥ 1, got {count}")
         self.count = count
         threads = torch.get_num_threads()
-        self._pool = ThreadPoolExecutor(max_workers=count, thread_name_prefix="aegir-worker",
-                                        initializer=_one_intra_op_thread)
-        started = threading.Barrier(count)
-        for future in [self._pool.submit(started.wait) for _ in range(count)]:
-            future.result()
+        self._pools = [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"aegir-worker-{w}",
+                                          initializer=_one_intra_op_thread) for w in range(count)]
+        for pool in self._pools:  # every worker exists, its initializer run, before the default goes back
+            pool.submit(lambda: None).result()
         torch.set_num_threads(threads)
 
     def map(self, fn: Callable, items) -> list:
-        return list(self._pool.map(fn, items))
+        futures = [self._pools[i % self.count].submit(fn, item) for i, item in enumerate(items)]
+        return [future.result() for future in futures]
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        for pool in self._pools:
+            pool.shutdown(wait=True)
 
     def __enter__(self) -> "OneThreadWorkers":
         return self
@@ -191,7 +200,7 @@ class ShardedStep:
         worker_grads = self.workers.map(lambda q: self._gradients([shard_sums[i] for i in q], weights), queues)
         for i, p in enumerate(self.params):
             g = None
-            for grads in worker_grads:  # in worker order, whichever thread finished first
+            for grads in worker_grads:  # in worker order
                 if grads[i] is not None:
                     g = grads[i] if g is None else g + grads[i]
             if g is not None:
