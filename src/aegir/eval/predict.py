@@ -52,13 +52,10 @@ def predict(model: torch.nn.Module, examples: Sequence[Example], batch_size: int
     was_training = model.training
     model.eval()
     if workers is not None and workers.count > 1 and len(examples) > 1:
-        n = workers.count
-        shares = workers.map(lambda i: predict(model, examples[i::n], batch_size, top_k, device, forward), range(n))
-        merged: list[TablePrediction | None] = [None] * len(examples)
-        for i, share in enumerate(shares):
-            merged[i::n] = share
+        merged = workers.interleave(workers.map_shares(
+            lambda share: predict(model, share, batch_size, top_k, device, forward), examples))
         model.train(was_training)
-        return merged  # type: ignore[return-value]
+        return merged
     forward = forward or model
     out: list[TablePrediction | None] = [None] * len(examples)
     for indices in eval_batches(examples, batch_size):

@@ -64,7 +64,7 @@ from aegir.model.checkpoint import save_checkpoint
 from aegir.progress import progress as progress_bar
 from aegir.train.resume import TrainingProgress, fingerprint, load_state, restore_snapshot, save_state
 from aegir.train.schedule import learning_rate
-from aegir.train.step import OneThreadWorkers, ShardedStep, process_shard, whole_batch_step
+from aegir.train.step import OneThreadWorkers, ShardedStep, process_shard, whole_batch_step, worker_threads
 
 
 def model_config(params: Params, preset: str) -> AegirConfig:
@@ -135,7 +135,7 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
     # one CPU process: each step's shards, and evaluation, run in parallel threads, one per
     # intra-op thread torch was given (aegir.train.step); the count changes float rounding, so
     # it is part of the run
-    threads = torch.get_num_threads() if accelerator.num_processes == 1 and accelerator.device.type == "cpu" else 1
+    threads = worker_threads(accelerator)
     run_print = fingerprint({"agent": asdict(agent), "phase1": asdict(cfg), "model": asdict(mcfg),
                              "data": data_print, "processes": accelerator.num_processes, "workers": threads})
     torch.manual_seed(agent.seed)

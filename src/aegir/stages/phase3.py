@@ -79,7 +79,7 @@ from aegir.swarm.orchestrator import (
 from aegir.swarm.specialist import checkpoint_fingerprint, load_agents
 from aegir.train.resume import TrainingProgress, fingerprint, load_state, restore_snapshot, save_state
 from aegir.train.schedule import learning_rate
-from aegir.train.step import OneThreadWorkers, process_shard
+from aegir.train.step import OneThreadWorkers, process_shard, worker_threads
 
 
 # ----------------------------------------------------------------------------- training
@@ -353,15 +353,9 @@ def predict_variants_shared(fused: SwarmOrchestrator, control: SwarmOrchestrator
     mode, so the threads only read the shared parameters."""
     if workers is None or workers.count < 2 or len(examples) < 2:
         return predict_variants(fused, control, phase1, examples, batch_size, top_k)
-    n = workers.count
-    shares = workers.map(lambda w: predict_variants(fused, control, phase1, examples[w::n], batch_size, top_k),
-                         range(n))
-    merged: dict[str, list] = {}
-    for name in shares[0]:
-        merged[name] = [None] * len(examples)
-        for w, share in enumerate(shares):
-            merged[name][w::n] = share[name]
-    return merged
+    shares = workers.map_shares(
+        lambda share: predict_variants(fused, control, phase1, share, batch_size, top_k), examples)
+    return {name: workers.interleave([share[name] for share in shares]) for name in shares[0]}
 
 
 VARIANTS = ("phase1", "control", "fused", "ensemble")  # what Phase 3 reports, (a) (b) (c) (d)
@@ -462,7 +456,7 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
 
     # one CPU process: the evaluation splits' tables are predicted in parallel threads, one per
     # intra-op thread torch was given (as phase1 scores); the count changes float rounding only
-    threads = torch.get_num_threads() if accelerator.num_processes == 1 and accelerator.device.type == "cpu" else 1
+    threads = worker_threads(accelerator)
     workers = OneThreadWorkers(threads) if threads > 1 else None
     try:
         scores, report = evaluate_all(fused, control, phase1.eval(), specialists, data_dir, cfg,

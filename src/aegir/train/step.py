@@ -22,9 +22,10 @@ up to float rounding (tests/test_step.py).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -129,6 +130,19 @@ class OneThreadWorkers:
         futures = [self._pools[i % self.count].submit(fn, item) for i, item in enumerate(items)]
         return [future.result() for future in futures]
 
+    def map_shares(self, fn: Callable[[Sequence], Any], items: Sequence) -> list:
+        """fn of each worker's interleaved share of `items` (worker w: items[w::count]), one
+        result per worker, in worker order; `interleave` puts per-item share lists back in order."""
+        return self.map(lambda w: fn(items[w::self.count]), range(self.count))
+
+    @staticmethod
+    def interleave(shares: Sequence[Sequence]) -> list:
+        """The inverse of cutting a list into interleaved shares (share w: items[w::len(shares)])."""
+        out: list = [None] * sum(len(share) for share in shares)
+        for w, share in enumerate(shares):
+            out[w::len(shares)] = share
+        return out
+
     def close(self) -> None:
         for pool in self._pools:
             pool.shutdown(wait=True)
@@ -138,6 +152,15 @@ class OneThreadWorkers:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def worker_threads(accelerator) -> int:
+    """How many `OneThreadWorkers` a stage runs: one per intra-op thread torch was given, in a
+    single CPU process; 1 (no workers) with several processes or on an accelerator. The count
+    changes float rounding, so a training stage records it with its run."""
+    if accelerator.num_processes == 1 and accelerator.device.type == "cpu":
+        return torch.get_num_threads()
+    return 1
 
 
 class ShardedStep:
