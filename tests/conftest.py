@@ -62,8 +62,9 @@ def tool_env(repo: Path) -> dict[str, str]:
     return env
 
 
-def run_tool(repo: Path, *args: str, check: bool = True, timeout: int = 900) -> subprocess.CompletedProcess:
-    proc = subprocess.run(list(args), cwd=repo, env=tool_env(repo), capture_output=True, text=True,
+def run_tool(repo: Path, *args: str, check: bool = True, timeout: int = 900,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run(list(args), cwd=repo, env=env or tool_env(repo), capture_output=True, text=True,
                           timeout=timeout)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aegir.eval.metrics import f1_scores, per_label_f1
+from aegir.eval.metrics import f1_scores, headline, per_label_f1, wall_minutes
 
 
 def test_perfect_and_empty():
@@ -51,3 +51,21 @@ def test_confusions_count_what_each_gold_label_was_taken_for():
                              "mistakes": [["Number", 2]]}
     assert table["Country"]["mistakes"] == [] and table["Country"]["correct"] == 1
     assert set(table) == {"Date", "Country"}  # unscored targets (gold None) are not counted
+
+
+def test_headline_is_the_benchmark_mean_and_the_real_split():
+    """`bench` averages every scored split but train, valid and real, each split weighing the
+    same; `real` is the real split; a figure without its splits is left out."""
+    def report(micro):
+        return {"micro_f1": micro, "macro_f1": 1.0, "support": 3}
+
+    scores = {"cta": {"train": report(99.0), "valid": report(90.0), "test": report(80.0),
+                      "corner_cases": report(60.0), "wide": report(70.123), "real": report(55.5)},
+              "cpa": {"valid": report(90.0), "real": report(40.0)}}
+    assert headline(scores) == {"cta": {"bench": 70.04, "real": 55.5},
+                                "cpa": {"real": 40.0}}
+    assert headline({"cta": {"test": report(80.0)}}) == {"cta": {"bench": 80.0}}
+
+
+def test_wall_minutes_names_the_stage():
+    assert wall_minutes("phase3", 90.0) == {"minutes": {"phase3": 1.5}}

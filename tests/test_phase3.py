@@ -17,7 +17,8 @@ pytestmark = pytest.mark.e2e
 
 OUTPUTS = ("model/model.safetensors", "model/config.json", "model/control/model.safetensors",
            "metrics/metrics.json", "metrics/scores.json", "metrics/report.json",
-           "metrics/live/fused/metrics.json", "metrics/live/fused/plots/metrics/reward/reward.tsv",
+           "metrics/live/fused/metrics.json", "metrics/live/control/metrics.json",
+           "metrics/live/fused/plots/metrics/reward/reward.tsv",
            "metrics/curves.png")
 
 
@@ -71,12 +72,11 @@ def test_two_runs_are_byte_identical_and_report_every_variant(tiny_phase1):
             assert set(scores[variant][task]["test"]) == {"micro_f1", "macro_f1", "support"}
     assert set(scores["routing"]["activation_rate"]) == {"primary", "places", "media"}
     assert scores["critical_steps"]["primary_only"] == 4  # tiny: 1 encoder + 1 main + 1 decoder + 1 context
-    # the DVC metrics: the headline of (a) (b) (c) and the activation rates, nothing more
+    # the DVC metrics: the headline of the control and the fused model, nothing more
     metrics = json.loads((tiny_phase1 / "a/metrics/metrics.json").read_text())
-    assert set(metrics) == {"phase1", "control", "fused", "routing"}
-    assert metrics["fused"]["cta"]["test"] == {"micro": round(scores["fused"]["cta"]["test"]["micro_f1"], 2),
-                                               "macro": round(scores["fused"]["cta"]["test"]["macro_f1"], 2)}
-    assert set(metrics["routing"]) == {"activation_rate", "activation_rate_by_domain"}
+    assert set(metrics) == {"control", "fused"}
+    assert metrics["fused"]["cta"]["real"] == round(scores["fused"]["cta"]["real"]["micro_f1"], 2)
+    assert set(metrics["control"]["cpa"]) == {"bench", "real"}
     # the Phase 1 variant is the Phase 1 model: the same F1 as its own stage reported
     own = json.loads((tiny_phase1 / "p1/primary/scores.json").read_text())
     assert scores["phase1"]["cta"]["test"] == own["cta"]["test"]
@@ -89,6 +89,8 @@ def test_two_runs_are_byte_identical_and_report_every_variant(tiny_phase1):
     timing = json.loads((tiny_phase1 / "a/metrics/timing.json").read_text())
     assert timing["runs"]["fused"]["steps"] == TINY_PARAMS_OVERRIDE["phase3"]["steps"]
     assert timing["wall_seconds"] > 0
+    wall = json.loads((tiny_phase1 / "a/metrics/wall.json").read_text())
+    assert wall == {"minutes": {"phase3": round(timing["wall_seconds"] / 60, 2)}}
     curves = tiny_phase1 / "a/metrics/live/fused/plots/metrics"
     for name in ("reward/r_perf", "reward/r_parallel", "reward/r_finish", "lambda/lambda1", "lambda/lambda2",
                  "ppo/epsilon", "ppo/clip_fraction", "ppo/approx_kl", "budget/cap", "steps/critical",
@@ -110,6 +112,12 @@ def test_killed_run_resumes_to_the_same_result(tiny_phase1):
     assert not (tiny_phase1 / "killed/model").exists()
     resumed = run_module(tiny_phase1, *phase3_args("killed"))
     assert "resuming phase3 fused at step" in resumed.stdout + resumed.stderr
+    for rel in OUTPUTS:
+        assert digest(tiny_phase1 / "killed" / rel) == digest(tiny_phase1 / "a" / rel), rel
+    # run again once finished (as `dvc repro` does after a code change): it resumes at its end,
+    # trains nothing and writes the same bytes, the DVCLive summaries included
+    again = run_module(tiny_phase1, *phase3_args("killed"))
+    assert f"resuming phase3 control at step {TINY_PARAMS_OVERRIDE['phase3']['steps']}" in again.stdout + again.stderr
     for rel in OUTPUTS:
         assert digest(tiny_phase1 / "killed" / rel) == digest(tiny_phase1 / "a" / rel), rel
 
@@ -169,13 +177,19 @@ def test_phase4_reports_the_swarm_and_a_killed_run_resumes_to_the_same_bytes(tin
     assert "resuming phase4 at step" in resumed.stdout + resumed.stderr
     for rel in PHASE4_OUTPUTS:
         assert digest(tiny_phase1 / "s4killed" / rel) == digest(tiny_phase1 / "s4" / rel), rel
+    again = run_module(tiny_phase1, *phase4_args("s4killed", "p4.yaml"))  # finished: resumes at its end
+    assert "resuming phase4 at step 24/24" in again.stdout + again.stderr
+    for rel in PHASE4_OUTPUTS:
+        assert digest(tiny_phase1 / "s4killed" / rel) == digest(tiny_phase1 / "s4" / rel), rel
 
     metrics = json.loads((tiny_phase1 / "s4/metrics/metrics.json").read_text())
-    assert set(metrics) == {"learned", "never", "always"}
-    for kind in metrics:
-        assert set(metrics[kind]["cta"]) == {"valid", "test", "corner_cases", "missing_values",
-                                             "format_heterogeneity", "real", "wide"}
     scores = json.loads((tiny_phase1 / "s4/metrics/scores.json").read_text())
+    for kind in ("learned", "never", "always"):
+        assert set(scores[kind]["cta"]) == {"valid", "test", "corner_cases", "missing_values",
+                                            "format_heterogeneity", "real", "wide"}
+    # the DVC metrics: the learned policy's (the swarm's) headline only
+    assert set(metrics) == {"swarm"} and set(metrics["swarm"]) == {"cta", "cpa"}
+    assert metrics["swarm"]["cpa"]["real"] == round(scores["learned"]["cpa"]["real"]["micro_f1"], 2)
     # never spawning is the Phase 3 orchestrator's own labels (the merge only rescales them)
     fused = json.loads((tiny_phase1 / "a/metrics/scores.json").read_text())["fused"]
     assert scores["never"]["cta"]["test"]["micro_f1"] == pytest.approx(fused["cta"]["test"]["micro_f1"])

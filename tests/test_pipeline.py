@@ -49,6 +49,8 @@ def project(tmp_path_factory, request) -> Path:
     return repo
 
 
+TERMINAL_COLUMNS = 240  # what `dvc exp show --only-changed` must fit after a λ experiment
+
 # Every output of the tiny pipeline that must be byte-identical between two runs of it (and so
 # between DVC and Snakemake, or a run and its pulled copy): all but the wall-time files.
 REPRODUCIBLE = ["data/prepared", "results/prepare/stats.json", "results/prepare/metrics.json",
@@ -69,44 +71,46 @@ def test_repro_writes_prepared_data_and_baseline_metrics(project):
     headline = json.loads((project / "results/prepare/metrics.json").read_text())
     assert headline["tables"]["train"] == 60 and headline["cta_labels"] == stats["coverage"]["cta_labels"]
     scores = json.loads((project / "results/baselines/scores.json").read_text())
-    baselines = json.loads((project / "results/baselines/metrics.json").read_text())
+    baselines = json.loads((project / "results/baselines/metrics.json").read_text())["baseline"]
     for task in ("cta", "cpa"):
-        assert set(baselines[task]) == {"valid", "test", "corner_cases", "missing_values", "format_heterogeneity",
-                                        "real", "wide"}
-        assert 0 < baselines[task]["test"]["micro"] <= 100
-        assert baselines[task]["test"]["micro"] == round(scores[task]["test"]["micro_f1"], 2)
-        assert scores[task]["test"]["support"] > 0 and "train" in scores[task]
+        assert set(scores[task]) == {"train", "valid", "test", "corner_cases", "missing_values",
+                                     "format_heterogeneity", "real", "wide"}
+        assert 0 < baselines[task]["bench"] <= 100
+        assert baselines[task]["real"] == round(scores[task]["real"]["micro_f1"], 2)
+        assert scores[task]["test"]["support"] > 0
 
 
 def test_metrics_show_only_headline_figures(project):
-    """`dvc metrics show` lists F1 per split and task, wall time and the phase2 check count;
-    per-label counts, supports and the reward report's detail stay out of it."""
+    """`dvc metrics show` lists, per model and task, the benchmark and real-table micro-F1, the
+    training stages' wall minutes and the phase2 check count; F1 per split, supports, timing
+    detail and the reward report stay out of it."""
     shown = json.loads(run_tool(project, "dvc", "metrics", "show", "--json").stdout)
     data = {path: entry["data"] for rev in shown.values() for path, entry in rev["data"].items()}
-    phase3 = {"results/phase3/metrics.json", "results/phase3/timing.json",
-              "results/phase4/metrics.json", "results/phase4/timing.json"}
-    report = "results/report/metrics.json"
+    agents = ("primary", "places", "media")
     assert set(data) == {"results/prepare/metrics.json", "results/baselines/metrics.json",
-                         "results/phase2/metrics.json", *phase3, report} | {
-        f"results/phase1/{a}/{f}.json" for a in ("primary", "places", "media") for f in ("metrics", "timing")}
-    assert data["results/phase2/metrics.json"]["checks"] == 21 and data["results/phase2/metrics.json"]["failed"] == 0
-    assert data["results/phase1/primary/timing.json"]["wall_seconds"] > 0
-    assert set(data["results/phase3/metrics.json"]) == {"phase1", "control", "fused", "routing"}
+                         "results/phase2/metrics.json", "results/phase3/metrics.json", "results/phase3/wall.json",
+                         "results/phase4/metrics.json", "results/phase4/wall.json"} | {
+        f"results/phase1/{a}/{f}.json" for a in agents for f in ("metrics", "wall")}
+    phase2 = data["results/phase2/metrics.json"]
+    assert set(phase2) == {"checks", "failed", "primary_r_perf"} and (phase2["checks"], phase2["failed"]) == (21, 0)
+    models = {"results/baselines/metrics.json": {"baseline"}, "results/phase3/metrics.json": {"fused", "control"},
+              "results/phase4/metrics.json": {"swarm"}} | {f"results/phase1/{a}/metrics.json": {a} for a in agents}
+    for path, names in models.items():
+        assert set(data[path]) == names, path
+        for name in names:
+            assert {task: set(figures) for task, figures in data[path][name].items()} == {
+                "cta": {"bench", "real"}, "cpa": {"bench", "real"}}, path
+    for stage in ("phase1/primary", "phase3", "phase4"):
+        (name, minutes), = data[f"results/{stage}/wall.json"]["minutes"].items()
+        assert name == stage.replace("/", "_") and minutes > 0
 
     def leaves(tree):
         return sum(leaves(v) for v in tree.values()) if isinstance(tree, dict) else 1
 
-    # the first dvc.yaml showed about 450 figures before Phase 3 existed (137 since the `wide` split)
-    assert sum(leaves(d) for path, d in data.items() if path not in phase3 | {report}) < 140
-    # the report: fused's micro-F1 gain over control, Phase 1 and the baseline, per split and task,
-    # and each Phase 4 policy's gain over fused
-    assert leaves(data[report]) >= 3 * 2 * len(data["results/baselines/metrics.json"]["cta"])
-    # Phase 3: micro/macro per split and task of three models, activation rates (overall and
-    # per domain of the 17), wall clock: nothing per label, no supports
-    domains = len(data["results/phase3/metrics.json"]["routing"]["activation_rate_by_domain"])
-    assert leaves(data["results/phase3/metrics.json"]) == 3 * 2 * 7 * 2 + 3 + 3 * domains
-    # Phase 4: micro/macro per split and task of the learned policy and the two controls
-    assert leaves(data["results/phase4/metrics.json"]) == 3 * 2 * 7 * 2
+    # every key path names its model, so no two files share a column and none needs its file's
+    # name in front (the first dvc.yaml showed about 450 figures; 360 before this layout)
+    columns = [leaves(d) for d in data.values()]
+    assert sum(columns) == 11 + 3 + 4 * (1 + 3 + 2 + 1) + 5, columns
 
 
 def test_status_clean_after_repro(project):
@@ -118,25 +122,27 @@ def test_report_gathers_every_stage_and_reruns_byte_identical(project):
     """`dvc repro` ends with the report: its table holds each stage's own figures, its figures
     are what `dvc plots show` lists, and a forced rerun writes the same bytes."""
     markdown = (project / "results/report/report.md").read_text()
-    baselines = json.loads((project / "results/baselines/metrics.json").read_text())
-    phase1 = json.loads((project / "results/phase1/primary/metrics.json").read_text())
-    phase3 = json.loads((project / "results/phase3/metrics.json").read_text())
-    phase4 = json.loads((project / "results/phase4/metrics.json").read_text())
+    baselines = json.loads((project / "results/baselines/scores.json").read_text())
+    del baselines["cta"]["train"], baselines["cpa"]["train"]  # scored, but not an evaluation split
+    phase1 = json.loads((project / "results/phase1/primary/scores.json").read_text())
+    phase3 = json.loads((project / "results/phase3/scores.json").read_text())
+    phase4 = {k: v for k, v in json.loads((project / "results/phase4/scores.json").read_text()).items()
+              if isinstance(v, dict) and "cta" in v}
     header = next(line for line in markdown.splitlines() if line.startswith("| task | split |"))
     names = [c.strip() for c in header.split("|")[3:-1]]
     assert names[4:] == [f"Phase 4 {policy}" for policy in phase4]  # its policies, in its file's order
     models = [baselines, phase1, phase3["control"], phase3["fused"]] + list(phase4.values())
     for task in ("cta", "cpa"):
         for split in baselines[task]:  # every evaluation split
-            cells = [f"{m[task][split]['micro']:.1f}" for m in models]
+            cells = [f"{m[task][split]['micro_f1']:.1f}" for m in models]
             row = next(line for line in markdown.splitlines() if line.startswith(f"| {task.upper()} | {split} |"))
             assert [c.split(" / ")[0].strip(" *") for c in row.split("|")[3:-1]] == cells, row
     assert "Phase 4's columns score the first `phase4.eval_tables` tables" in markdown
-    gains = json.loads((project / "results/report/metrics.json").read_text())
+    gains = json.loads((project / "results/report/gains.json").read_text())
     # Phase 4's policies are compared with its `never` policy: the fused model on the same tables
     assert {key for key in gains if key.startswith("phase4")} == {"phase4_learned_minus_phase4_never",
                                                                  "phase4_always_minus_phase4_never"}
-    wide = phase4["learned"]["cta"]["wide"]["micro"] - phase4["never"]["cta"]["wide"]["micro"]
+    wide = phase4["learned"]["cta"]["wide"]["micro_f1"] - phase4["never"]["cta"]["wide"]["micro_f1"]
     assert gains["phase4_learned_minus_phase4_never"]["cta"]["wide"] == pytest.approx(wide, abs=0.01)
     shown = json.loads(run_tool(project, "dvc", "plots", "show", "--json").stdout)
     figures = {f"results/report/figures/{name}" for name in
@@ -227,24 +233,23 @@ def test_exp_run_on_lambda_reruns_phase2_not_phase1(project):
     assert report["lambda"]["schedule"]["p000"]["lambda1"] == 0.2  # λ1 at the start of training
     curve = (project / "results/phase3/live/fused/plots/metrics/lambda/lambda1.tsv").read_text().splitlines()
     assert float(curve[1].split("\t")[1]) == pytest.approx(0.2)  # Phase 3 trained with the new λ1
-    # the metrics that moved: Phase 2's rewards and Phase 3's figures, nothing of earlier stages
+    # the metrics that moved: the retrained models' figures and wall time, nothing of earlier stages
     diff = json.loads(run_tool(project, "dvc", "metrics", "diff", "--json", "HEAD").stdout)
     moved = {path for path, entries in diff.get("diff", diff).items() if entries}
-    assert moved <= {"results/phase2/metrics.json", "results/phase3/metrics.json", "results/phase3/timing.json",
-                     "results/phase4/metrics.json", "results/phase4/timing.json", "results/report/metrics.json"}
-    assert "results/phase2/metrics.json" in moved and "results/phase3/metrics.json" in moved, moved
-    # `--only-changed` shows what the experiment moved; beside Phase 3's own figures (F1 per
-    # split of the retrained models, routing, wall clock) that is λ1 and the early rewards
-    shown = run_tool(project, "dvc", "exp", "show", "--only-changed", "--csv").stdout
-    header = shown.splitlines()[0].split(",")
-    changed = [c for c in header if c not in ("Experiment", "rev", "typ", "Created", "parent", "State", "Executor")]
-    phase3_columns = ("fused.", "control.", "routing.", "runs.", "stage_seconds_per_table.", "torch_threads",
-                      "learned.", "never.", "always.", "training.", "subagents_batched_vs_sequential",
-                      "sub_agent_reads",  # Phase 4's
-                      "fused_minus_", "phase4_")  # the report's gains of the retrained models
-    rest = [c for c in changed if not c.startswith(phase3_columns) and "phase3" not in c and "phase4" not in c]
-    assert "lambda.early" in rest and "reward.p000" in rest, header
-    assert len(rest) <= 6, header  # fits a terminal
+    assert moved <= {"results/phase3/metrics.json", "results/phase3/wall.json",
+                     "results/phase4/metrics.json", "results/phase4/wall.json"}, moved
+    assert {"results/phase3/metrics.json", "results/phase3/wall.json"} <= moved, moved
+    # `--only-changed` fits a terminal of TERMINAL_COLUMNS (DVC elides with "…" what does not
+    # fit): the moved figures, the wall minutes and λ1. DVC adds a column per changed data
+    # dependency (a hash under the path, e.g. `models/phase3`); the README's `--drop '.*/.*'`
+    # hides those, and only those: no metric or param name holds a "/"
+    env = {**tool_env(project), "COLUMNS": str(TERMINAL_COLUMNS)}
+    shown = run_tool(project, "dvc", "exp", "show", "--only-changed", "--drop", ".*/.*", "--no-pager", env=env).stdout
+    header = next(line for line in shown.splitlines() if "Experiment" in line)
+    assert "…" not in header and "/" not in header, shown
+    assert {"lambda.early", "minutes.phase3", "minutes.phase4"} <= set(header.split()), shown
+    assert any(name.startswith("swarm.") for name in header.split()), shown
+    (project / "exp_show_only_changed.txt").write_text(shown)
 
 
 def test_exp_run_on_a_baseline_param_reruns_only_baselines_and_the_report(project):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from aegir.rl.parl import PARLSettings, collect_rollouts, rescore, token_loss
-from aegir.rl.ppo import clipped_token_loss, clipped_token_loss_reference, group_advantages
+from aegir.rl.ppo import clipped_token_loss, clipped_token_loss_reference, deterministic_kernels, group_advantages
 from aegir.rl.rewards import RewardConfig
 from test_model import make_batch
 from test_swarm import MORE_TABLES, open_gates, orchestrator
@@ -154,3 +154,29 @@ def test_distinct_routings_forward_equals_k_separate_copies():
             assert a is None and b is None
             continue
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-5), float((a - b).abs().max())
+
+
+def test_deterministic_kernels_make_an_indexing_backward_repeat_bit_for_bit():
+    """The backward of a gather by index (what the training loops of phase3 and phase4 run)
+    over 384,000 gradient elements on two intra-op threads: inside `deterministic_kernels`
+    every repetition gives the same bits (outside, 30 repetitions gave 30 different gradients
+    on this project's machine), and the previous setting comes back after it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        g = torch.Generator().manual_seed(0)
+        x, idx, w = torch.randn(64, 96, generator=g), torch.randint(0, 64, (4000,), generator=g), \
+            torch.randn(4000, 96, generator=g)
+
+        def gradient() -> bytes:
+            leaf = x.clone().requires_grad_(True)
+            (leaf[idx] * w).sum().backward()
+            return leaf.grad.numpy().tobytes()
+
+        assert not torch.are_deterministic_algorithms_enabled()
+        with deterministic_kernels():
+            assert torch.are_deterministic_algorithms_enabled()
+            assert len({gradient() for _ in range(10)}) == 1
+        assert not torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.set_num_threads(threads)

@@ -20,8 +20,10 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def f1_tree(base: float, splits=SPLITS) -> dict:
-    """A headline F1 tree whose figures differ per task and split (so a mix-up shows)."""
-    return {task: {split: {"micro": round(base + 10 * t + i, 2), "macro": round(base / 2 + 10 * t + i, 2)}
+    """An F1 tree in the stages' scores.json layout whose figures differ per task and split (so
+    a mix-up shows)."""
+    return {task: {split: {"micro_f1": round(base + 10 * t + i, 2), "macro_f1": round(base / 2 + 10 * t + i, 2),
+                           "support": 7}
                    for i, split in enumerate(splits)}
             for t, task in enumerate(("cta", "cpa"))}
 
@@ -43,20 +45,24 @@ def inputs(tmp_path) -> dict[str, Path]:
     """results/ of a run that got as far as phase3: baselines, two Phase 1 agents, Phase 3."""
     results = tmp_path / "results"
     (results / "baselines").mkdir(parents=True)
-    (results / "baselines" / "metrics.json").write_text(json.dumps(f1_tree(40.0)))
+    # the baseline scores its training split too: not an evaluation split, left out of the table
+    baselines = f1_tree(40.0)
+    for task in ("cta", "cpa"):
+        baselines[task]["train"] = {"micro_f1": 99.0, "macro_f1": 99.0, "support": 700}
+    (results / "baselines" / "scores.json").write_text(json.dumps(baselines))
     for agent, base in (("primary", 50.0), ("places", 30.0)):
         (results / "phase1" / agent).mkdir(parents=True)
-        (results / "phase1" / agent / "metrics.json").write_text(json.dumps(f1_tree(base)))
+        (results / "phase1" / agent / "scores.json").write_text(json.dumps(f1_tree(base)))
         write_run(results / "phase1" / agent / "live", 9.0 if agent == "primary" else 8.0)
     phase3 = {"phase1": f1_tree(50.0), "control": f1_tree(52.0), "fused": f1_tree(55.5),
               "routing": {"activation_rate": {"places": 0.25, "primary": 1.0},
                           "activation_rate_by_domain": {"Hotel": {"places": 0.75, "primary": 1.0},
                                                         "Movie": {"places": 0.0, "primary": 1.0}}}}
     (results / "phase3").mkdir()
-    (results / "phase3" / "metrics.json").write_text(json.dumps(phase3))
+    (results / "phase3" / "scores.json").write_text(json.dumps(phase3))
     for run, loss in (("fused", 7.0), ("control", 7.2)):
         write_run(results / "phase3" / "live" / run, loss)
-    return {"baselines": results / "baselines" / "metrics.json", "phase1": results / "phase1",
+    return {"baselines": results / "baselines" / "scores.json", "phase1": results / "phase1",
             "phase3": results / "phase3", "out": results / "report"}
 
 
@@ -70,7 +76,7 @@ def add_phase4(results: Path) -> Path:
                "always_spawn": f1_tree(54.0, splits),
                "spawning": {"mean_spawned_by_domain": {"Hotel": 2.5, "Movie": 1.0},
                             "mean_spawned": 1.8}}
-    (phase4 / "metrics.json").write_text(json.dumps(metrics))
+    (phase4 / "scores.json").write_text(json.dumps(metrics))
     rows = [{"n": n, "policy": policy, "cta": {"test": {"micro_f1": 50.0 + n + bonus}},
              "cpa": {"test": {"micro_f1": 30.0 + n / 2 + bonus}}, "mean_spawned": float(min(n, 3)),
              "critical_steps": 100 + 10 * n, "total_steps": 100 + 40 * n, "wall_clock_batched_s": 0.5}
@@ -110,9 +116,10 @@ def test_report_without_phase4(inputs, capsys):
             fm = 55.5 / 2 + 10 * t + i
             assert (f"| {task} | {split} | {b:.1f} / {40 / 2 + 10 * t + i:.1f} | {p:.1f} / {25 + 10 * t + i:.1f} | "
                     f"{c:.1f} / {26 + 10 * t + i:.1f} | **{f:.1f}** / {fm:.1f} |") in markdown
+    assert "| train |" not in markdown
     assert "Phase 4" not in markdown and "| Hotel | 0.75 | 1 |" in markdown
     assert "`places` 0.25" in markdown
-    metrics = json.loads((out / "metrics.json").read_text())
+    metrics = json.loads((out / "gains.json").read_text())
     assert set(metrics) == {"fused_minus_control", "fused_minus_phase1", "fused_minus_baseline"}
     assert metrics["fused_minus_control"]["cta"] == {split: 3.5 for split in SPLITS}
     assert metrics["fused_minus_baseline"]["cpa"]["real"] == 15.5
@@ -139,7 +146,7 @@ def test_report_with_phase4_adds_its_rows_split_heatmap_and_scaling(inputs):
     assert markdown.index("| CTA | real |") < markdown.index("| CTA | wide |") < markdown.index("| CPA | valid |")
     assert "Phase 4: spawning mean spawned by domain" in markdown and "| Hotel | 2.5 |" in markdown
     assert "## Scaling (Phase 4)" in markdown and "| learned | 16 | 68.0 | 40.0 | 3 | 260 | 740 | 0.5 |" in markdown
-    metrics = json.loads((out / "metrics.json").read_text())
+    metrics = json.loads((out / "gains.json").read_text())
     assert metrics["phase4_learned_minus_fused"]["cta"]["test"] == 2.5
     assert metrics["phase4_never_spawn_minus_fused"]["cpa"]["valid"] == -4.5
     assert "wide" not in metrics["phase4_learned_minus_fused"]["cta"]  # fused has no `wide` to subtract
@@ -170,19 +177,19 @@ def test_same_inputs_give_byte_identical_outputs_in_another_process(inputs, tmp_
 
 
 @pytest.mark.parametrize(("remove", "stage"), [
-    ("baselines/metrics.json", "baselines"),
-    ("phase1/primary/metrics.json", "phase1"),
+    ("baselines/scores.json", "baselines"),
+    ("phase1/primary/scores.json", "phase1"),
     ("phase1/places/live", "phase1"),
-    ("phase3/metrics.json", "phase3"),
+    ("phase3/scores.json", "phase3"),
     ("phase3/live/control", "phase3"),
-    ("phase4/metrics.json", "phase4"),
+    ("phase4/scores.json", "phase4"),
 ])
 def test_a_missing_input_names_the_file_and_the_stage_and_writes_nothing(inputs, capsys, remove, stage):
     import shutil
 
     results = inputs["phase1"].parent
     phase4 = add_phase4(results)
-    older = {"report.md": "an older report\n", "metrics.json": "{}\n", "figures/f1_by_split.png": "old"}
+    older = {"report.md": "an older report\n", "gains.json": "{}\n", "figures/f1_by_split.png": "old"}
     for name, text in older.items():  # an earlier run's outputs: they must survive the failure
         (inputs["out"] / name).parent.mkdir(parents=True, exist_ok=True)
         (inputs["out"] / name).write_text(text)
@@ -201,29 +208,29 @@ def test_a_missing_input_names_the_file_and_the_stage_and_writes_nothing(inputs,
 @pytest.mark.parametrize(("content", "problem"), [
     ("{not json", "not valid JSON"),
     (json.dumps({"control": f1_tree(1.0)}), "fused.cta: expected F1 per split"),
-    (json.dumps({"control": f1_tree(1.0), "fused": {**f1_tree(1.0), "cpa": {"test": {"micro": 140.0, "macro": 1}}}}),
+    (json.dumps({"control": f1_tree(1.0), "fused": {**f1_tree(1.0), "cpa": {"test": {"micro_f1": 140.0, "macro_f1": 1}}}}),
      "fused.cpa.test.micro: expected an F1 in percent (0 … 100), got 140.0"),
     (json.dumps({"control": f1_tree(1.0), "fused": f1_tree(1.0), "routing": {"activation_rate": {"a": "high"}}}),
      "routing.activation_rate.a: expected a number, got 'high'"),
 ])
 def test_a_malformed_input_names_the_file_and_the_key(inputs, capsys, content, problem):
-    (inputs["phase3"] / "metrics.json").write_text(content)
+    (inputs["phase3"] / "scores.json").write_text(content)
     with pytest.raises(SystemExit) as exc:
         main(argv(inputs))
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert f"{inputs['phase3'] / 'metrics.json'}: " in err and problem in err and "`dvc repro phase3`" in err, err
+    assert f"{inputs['phase3'] / 'scores.json'}: " in err and problem in err and "`dvc repro phase3`" in err, err
     assert not inputs["out"].exists()
 
 
-def test_scores_layout_is_read_too(inputs):
-    """A stage's scores.json layout (micro_f1/macro_f1/support) reads like its headline."""
-    scores = {task: {split: {"micro_f1": m["micro"], "macro_f1": m["macro"], "support": 7}
-                     for split, m in by_split.items()} for task, by_split in f1_tree(40.0).items()}
-    inputs["baselines"].write_text(json.dumps(scores))
-    headline = report_markdown(collect(inputs["baselines"], inputs["phase1"], inputs["phase3"]), [])
-    inputs["baselines"].write_text(json.dumps(f1_tree(40.0)))
-    assert report_markdown(collect(inputs["baselines"], inputs["phase1"], inputs["phase3"]), []) == headline
+def test_micro_macro_layout_is_read_too(inputs):
+    """An F1 tree with `micro`/`macro` keys (no supports) reads like the scores.json layout."""
+    scores = json.loads(inputs["baselines"].read_text())
+    markdown = report_markdown(collect(inputs["baselines"], inputs["phase1"], inputs["phase3"]), [])
+    short = {task: {split: {"micro": m["micro_f1"], "macro": m["macro_f1"]} for split, m in by_split.items()}
+             for task, by_split in scores.items()}
+    inputs["baselines"].write_text(json.dumps(short))
+    assert report_markdown(collect(inputs["baselines"], inputs["phase1"], inputs["phase3"]), []) == markdown
 
 
 def test_help_says_how_to_run_and_view_it(capsys):

@@ -103,15 +103,39 @@ def confusions(gold: Sequence[str | None], pred: Sequence[str | None], top: int 
 
 
 
-def headline(scores: dict[str, dict[str, dict]]) -> dict[str, dict[str, dict[str, float]]]:
+REAL_SPLIT = "real"  # the real-table development set (aegir.data.real)
+NOT_BENCHMARK = ("train", "valid", REAL_SPLIT)  # trained on, selected on, or real
+
+
+def headline(scores: dict[str, dict[str, dict]]) -> dict[str, dict[str, float]]:
     """The figures a person compares across runs, for a stage's DVC metrics file:
-    `{task: {split: {"micro": …, "macro": …}}}`, F1 in percent rounded to 0.01, from
-    `{task: {split: task_report(…)}}`. Supports and other detail stay in the stage's plain
-    outputs, so that `dvc metrics show` and `dvc exp show` stay narrow."""
-    return {task: {split: {"micro": round(report["micro_f1"], 2), "macro": round(report["macro_f1"], 2)}
-                   for split, report in by_split.items()}
-            for task, by_split in scores.items()}
+    `{task: {"bench": …, "real": …}}`, micro-F1 in percent rounded to 0.01, from
+    `{task: {split: task_report(…)}}`.
+
+    * `bench`: the mean micro-F1 over the benchmark's test splits (every split but `train`,
+      `valid` and `real`: `test`, `corner_cases`, `missing_values`, `format_heterogeneity`,
+      `wide`), each split weighing the same;
+    * `real`: micro-F1 on the real-table split.
+
+    A figure whose splits are absent is left out. Micro/macro F1 per split, supports and every
+    other detail stay in the stage's plain outputs (its `scores.json`, the report), so that
+    `dvc exp show --only-changed` fits a terminal (docs/design.md, "Stage contract")."""
+    out: dict[str, dict[str, float]] = {}
+    for task, by_split in scores.items():
+        bench = [report["micro_f1"] for split, report in by_split.items() if split not in NOT_BENCHMARK]
+        figures = {}
+        if bench:
+            figures["bench"] = round(sum(bench) / len(bench), 2)
+        if REAL_SPLIT in by_split:
+            figures["real"] = round(by_split[REAL_SPLIT]["micro_f1"], 2)
+        out[task] = figures
+    return out
 
 
+def wall_minutes(name: str, seconds: float) -> dict[str, dict[str, float]]:
+    """A training stage's wall-time DVC metric, `{"minutes": {name: …}}` (its own file: the one
+    figure a rerun does not reproduce)."""
+    return {"minutes": {name: round(seconds / 60.0, 2)}}
 
-__all__ = ["F1Scores", "f1_scores", "headline", "task_report", "per_label_f1", "confusions"]
+
+__all__ = ["F1Scores", "f1_scores", "headline", "wall_minutes", "REAL_SPLIT", "task_report", "per_label_f1", "confusions"]

@@ -1,8 +1,8 @@
 """The results report: every stage's headline F1 in one table, routing, and figures.
 
-`collect` reads the DVC metrics the stages write (their layouts: `aegir.eval.metrics.headline`)
-and the DVCLive curves of the training stages into one `Report`; `report_markdown`,
-`report_metrics` and the `*_png` functions turn it into what `aegir.stages.report` writes to
+`collect` reads the F1 per split the stages write to their `scores.json` (their DVC metrics
+hold only headline figures: `aegir.eval.metrics.headline`) and the DVCLive curves of the
+training stages into one `Report`; `report_markdown`, `report_gains` and the `*_png` functions turn it into what `aegir.stages.report` writes to
 `results/report/`. Everything here is a pure function of the files read: the same inputs give
 byte-identical markdown, JSON and PNG (`png_bytes` strips the metadata that names the
 matplotlib version).
@@ -11,17 +11,17 @@ Inputs, and the stage that writes each:
 
 | input                                   | stage        | read                                    |
 |-----------------------------------------|--------------|-----------------------------------------|
-| `results/baselines/metrics.json`        | `baselines`  | F1 per task and split                   |
-| `results/phase1/<agent>/metrics.json`   | `phase1`     | F1 of the primary (the report's row)    |
+| `results/baselines/scores.json`         | `baselines`  | F1 per task and split                   |
+| `results/phase1/<agent>/scores.json`    | `phase1`     | F1 of the primary (the report's row)    |
 | `results/phase1/<agent>/live/`          | `phase1`     | train loss, validation micro-F1 curves  |
-| `results/phase3/metrics.json`           | `phase3`     | F1 of `control` and `fused`; `routing`  |
+| `results/phase3/scores.json`            | `phase3`     | F1 of `control` and `fused`; `routing`  |
 | `results/phase3/live/{fused,control}/`  | `phase3`     | train loss, validation micro-F1 curves  |
-| `results/phase4/metrics.json` (opt.)    | `phase4`     | F1 of each policy; `*_by_domain` tables |
+| `results/phase4/scores.json` (opt.)     | `phase4`     | F1 of each policy; `*_by_domain` tables |
 | `results/phase4/scaling.json` (opt.)    | `phase4`     | rows per (n, policy): the scaling curve |
 
-F1 layout: `{task: {split: {"micro": …, "macro": …}}}` in percent (the stages' DVC metrics);
-`micro_f1`/`macro_f1` (their scores.json layout) are read too, so either file can be given.
-A Phase 4 metrics file is either one such tree (one row, "Phase 4") or a mapping of policy
+F1 layout: `{task: {split: {"micro_f1": …, "macro_f1": …}}}` in percent (the stages' scores.json;
+`micro`/`macro` are read too); a `train` split (the baseline scores its training data) is
+not an evaluation split and is left out. A Phase 4 scores file is either one such tree (one row, "Phase 4") or a mapping of policy
 name → tree (one row per policy, "Phase 4 <name>", in file order); its other top-level
 mappings may hold `<what>_by_domain` tables (domain → value, or domain → name → value), drawn
 as heatmaps beside Phase 3's routing. `scaling.json` is a list of rows (or a mapping holding
@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aegir.config import SPLITS
+from aegir.config import SPLITS, TRAIN_SPLIT
 from aegir.errors import DataError
 from aegir.eval.curves import read_curve
 
@@ -60,7 +60,7 @@ class SplitF1:
 @dataclass(frozen=True)
 class ModelRow:
     """One model of the F1 table: `f1[task][split]`, read from `source`. `key` names it in
-    the report's metrics (`baseline`, `phase1`, `control`, `fused`, `phase4[_<policy>]`),
+    the report's gains (`baseline`, `phase1`, `control`, `fused`, `phase4[_<policy>]`),
     `name` in the table."""
 
     key: str
@@ -158,6 +158,8 @@ def parse_f1(tree: Any, path: str | Path, stage: str, where: str = "") -> dict[s
                                   f"{rerun_hint(stage)}")
         out[task] = {}
         for split, scores in by_split.items():
+            if split == TRAIN_SPLIT:
+                continue
             key = f"{where}{task}.{split}"
             if not isinstance(scores, Mapping):
                 raise DataError(path, f"{key}: expected micro and macro F1, got {scores!r}; {rerun_hint(stage)}")
@@ -284,7 +286,7 @@ def phase4_rows(tree: Any, path: str | Path) -> list[ModelRow]:
 
 
 def phase4_domain_tables(tree: Any, path: str | Path) -> list[DomainTable]:
-    """Every `<what>_by_domain` table in the non-F1 top-level sections of Phase 4's metrics."""
+    """Every `<what>_by_domain` table in the non-F1 top-level sections of Phase 4's scores."""
     if not isinstance(tree, Mapping):
         return []
     tables = []
@@ -303,9 +305,9 @@ def collect(baselines: str | Path, phase1_dir: str | Path, phase3_dir: str | Pat
     """Read every input (paths in the module docstring) into a `Report`.
 
     phase1_dir holds one directory per agent; the agents are the subdirectories holding a
-    `metrics.json` (sorted, `primary` first, which must be there): the primary's F1 is the
+    `scores.json` (sorted, `primary` first, which must be there): the primary's F1 is the
     report's Phase 1 row, every agent's curves are drawn. phase4_dir is optional; with it,
-    its `metrics.json` is required and its `scaling.json` read when present.
+    its `scores.json` is required and its `scaling.json` read when present.
     """
     phase1_dir, phase3_dir = Path(phase1_dir), Path(phase3_dir)
     sources: list[str] = []
@@ -318,15 +320,15 @@ def collect(baselines: str | Path, phase1_dir: str | Path, phase3_dir: str | Pat
                      parse_f1(load(Path(baselines), "baselines"), baselines, "baselines"))]
     if not phase1_dir.is_dir():
         raise DataError(phase1_dir, f"Phase 1 results directory not found; {rerun_hint('phase1')}")
-    primary = phase1_dir / "primary" / "metrics.json"
+    primary = phase1_dir / "primary" / "scores.json"
     rows.append(ModelRow("phase1", "Phase 1 primary", str(primary),
                          parse_f1(load(primary, "phase1"), primary, "phase1")))
     agents = ["primary"] + sorted(p.name for p in phase1_dir.iterdir()
-                                  if p.name != "primary" and (p / "metrics.json").is_file())
+                                  if p.name != "primary" and (p / "scores.json").is_file())
     phase1_curves = [read_curves(phase1_dir / agent / "live", agent, "phase1") for agent in agents]
     sources += [curves.source for curves in phase1_curves]
 
-    phase3_path = phase3_dir / "metrics.json"
+    phase3_path = phase3_dir / "scores.json"
     phase3 = load(phase3_path, "phase3")
     for name, label in (("control", "Phase 3 control"), ("fused", "Phase 3 fused")):
         rows.append(ModelRow(name, label, str(phase3_path),
@@ -344,7 +346,7 @@ def collect(baselines: str | Path, phase1_dir: str | Path, phase3_dir: str | Pat
     scaling: list[dict[str, Any]] = []
     if phase4_dir is not None:
         phase4_dir = Path(phase4_dir)
-        path = phase4_dir / "metrics.json"
+        path = phase4_dir / "scores.json"
         phase4 = load(path, "phase4")
         rows.extend(phase4_rows(phase4, path))
         domain_tables.extend(phase4_domain_tables(phase4, path))
@@ -442,14 +444,14 @@ def report_markdown(report: Report, figures: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def report_metrics(report: Report) -> dict:
-    """The stage's DVC metrics: micro-F1 gains in points, per task and split (the splits both
+def report_gains(report: Report) -> dict:
+    """The stage's gains.json: micro-F1 gains in points, per task and split (the splits both
     models score) — Phase 3 fused over its control, over Phase 1 and over the baseline
     (`fused_minus_control`, …); each Phase 4 row over Phase 4's `never` policy, which is the
     fused model on the same tables (`phase4_learned_minus_phase4_never`; Phase 4 may score a
     subset of each split), or over fused where there is no `never` row
-    (`phase4_<policy>_minus_fused`). The F1 themselves are in each stage's own metrics; these differences are what the report
-    is read for, and what `dvc exp show` can sort experiments by."""
+    (`phase4_<policy>_minus_fused`). The F1 themselves are in each stage's scores.json; these
+    differences are what the report is read for."""
     by_key = {row.key: row for row in report.rows}
     fused = by_key["fused"]
     pairs = [(fused, by_key[other]) for other in ("control", "phase1", "baseline")]
@@ -611,5 +613,5 @@ def report_figures(report: Report) -> dict[str, bytes]:
 
 
 __all__ = ["Curves", "DomainTable", "ModelRow", "Report", "SplitF1", "collect", "f1_bars_png", "parse_f1",
-           "png_bytes", "read_json", "report_figures", "report_markdown", "report_metrics",
+           "png_bytes", "read_json", "report_figures", "report_markdown", "report_gains",
            "routing_heatmap_png", "scaling_png", "training_curves_png"]

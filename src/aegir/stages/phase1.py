@@ -24,11 +24,12 @@ accelerate config) the recurrences still run in float32 (`aegir.model.ops.float3
 Outputs (paths from the command line; dvc.yaml names them once):
   --out       model.safetensors + config.json (final weights, model config, params, vocabularies,
               data fingerprint, process count)
-  --metrics   metrics.json (DVC metrics: CTA/CPA micro and macro F1 per evaluation split),
-              scores.json (the detail: supports, specialists' in-domain F1, steps, tables),
-              timing.json (DVC metrics: wall time of this run; the one output that is not
-              reproducible, and the only one left out of byte-identity checks) and live/
-              (DVCLive curves)
+  --metrics   metrics.json (DVC metrics, `aegir.eval.metrics.headline`: per task the benchmark
+              and real-table micro-F1, under the agent's name), scores.json (micro/macro F1
+              per evaluation split with supports, specialists' in-domain F1, steps, tables),
+              wall.json (DVC metrics: the run's wall minutes) and timing.json (its seconds, the
+              step it resumed at) — the two outputs that are not reproducible, and the only
+              ones left out of byte-identity checks — and live/ (DVCLive curves)
   --state     training state saved every `checkpoint_every` steps, with a snapshot of the
               curves logged so far; a killed run, re-run with the same params and data,
               resumes from it. It lives outside every other output (dvc.yaml: `persist: true`)
@@ -56,7 +57,7 @@ from aegir.data.dataset import Example, collate, length_grouped_batches, load_ex
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.errors import AegirError, ConfigError
 from aegir.eval.grouped import predict_tables, split_reads
-from aegir.eval.metrics import headline
+from aegir.eval.metrics import headline, wall_minutes
 from aegir.eval.predict import TablePrediction, predict, score
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.aegir import AegirConfig, AegirModel
@@ -239,11 +240,12 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
         save_state(state_dir, unwrapped, optimizer, TrainingProgress(step, epochs, 0), run_print,
                    snapshot=live_dir)
         atomic.write_json(metrics_dir / "scores.json", scores)
-        atomic.write_json(metrics_dir / "metrics.json", headline({task: scores[task] for task in ("cta", "cpa")}))
-        atomic.write_json(metrics_dir / "timing.json", {
-            "wall_seconds": round(time.perf_counter() - started, 1),
-            "resumed_at_step": progress.step,
-        })
+        atomic.write_json(metrics_dir / "metrics.json",
+                          {agent_name: headline({task: scores[task] for task in ("cta", "cpa")})})
+        wall = time.perf_counter() - started
+        atomic.write_json(metrics_dir / "timing.json", {"wall_seconds": round(wall, 1),
+                                                        "resumed_at_step": progress.step})
+        atomic.write_json(metrics_dir / "wall.json", wall_minutes(f"phase1_{agent_name}", wall))
         live.end()
     return scores
 

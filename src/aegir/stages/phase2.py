@@ -54,9 +54,9 @@ advantages, the quantity Phase 3's loss sees, are reported beside them with thei
 suggestion (r_perf's between-table spread cancels in those).
 
 Outputs (written atomically; the stage exits 1 after writing them when a check fails):
-  <out>/metrics.json  DVC metrics: checks run, checks failed, the primary's mean r_perf, the
-                      mean combined reward at each schedule point
-  <out>/report.json   every check with `ok` and its measured values, the λ tables
+  <out>/metrics.json  DVC metrics: checks run, checks failed, the primary's mean r_perf
+  <out>/report.json   every check with `ok` and its measured values, the λ tables (with the
+                      mean combined reward at each schedule point)
   <out>/plots/        corruption.csv, routing.csv, ascent.csv and a PNG of each
 """
 
@@ -588,12 +588,11 @@ def draw_plots(tables: dict[str, list[list]], target_share: float, plots_dir: Pa
 
 
 def headline(report: dict) -> dict:
-    """The DVC metrics of phase2: how many checks ran and failed, the primary's mean r_perf, and
-    the mean combined reward r at each reported point of training (what a λ experiment moves;
-    keys `p000` … as in the report's λ schedule)."""
+    """The DVC metrics of phase2: how many checks ran and failed, and the primary's mean r_perf.
+    The mean combined reward at each point of the λ schedule, like everything else, stays in
+    report.json (`lambda.schedule`)."""
     return {"checks": report["num_checks"], "failed": report["num_failed"],
-            "primary_r_perf": report["setup"]["primary_r_perf_mean"],
-            "reward": {point: row["reward_mean"] for point, row in report["lambda"]["schedule"].items()}}
+            "primary_r_perf": report["setup"]["primary_r_perf_mean"]}
 
 
 def write_outputs(report: dict, out_dir: Path) -> None:

@@ -24,13 +24,14 @@ resumes from its last saved state.
 Outputs:
   --out       the fused orchestrator (`aegir.swarm.checkpoint`; specialists by fingerprint) and
               `control/` (a plain model checkpoint of the control's primary)
-  --metrics   metrics.json (DVC metrics, headline figures: `phase1`, `control` and `fused` F1 in
-              Phase 1's layout, `routing` activation rates overall and per domain),
-              scores.json (every variant's F1 with supports — the ensemble (d) too — routing
-              statistics, critical steps), report.json (specialist slices where each beats
-              the primary, state survival, settings), timing.json (DVC metrics: wall clock
-              of the stage, of each run and of each stage of the routed forward — the only
-              output a rerun does not reproduce), curves.png (rewards, routing, PPO
+  --metrics   metrics.json (DVC metrics, `aegir.eval.metrics.headline`: per task the benchmark
+              and real-table micro-F1 of `fused` and `control`), scores.json (every
+              variant's micro/macro F1 per split with supports — the Phase 1 primary and the
+              ensemble (d) too — routing statistics overall and per domain, critical steps),
+              report.json (specialist slices where each beats the primary, state survival,
+              settings), wall.json (DVC metrics: the stage's wall minutes) and timing.json
+              (wall clock of the stage, of each run and of each stage of the routed forward)
+              — the outputs a rerun does not reproduce —, curves.png (rewards, routing, PPO
               diagnostics, validation F1 of fused vs control), live/fused and live/control
               (DVCLive curves)
   --state     resume state of each run
@@ -58,7 +59,7 @@ from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.errors import AegirError, DataError, check_config
 from aegir.eval.curves import phase3_curves_png
 from aegir.eval.grouped import ALL_LABELS, merge_predictions, split_reads
-from aegir.eval.metrics import headline
+from aegir.eval.metrics import headline, wall_minutes
 from aegir.eval.predict import TablePrediction, predict, score, table_predictions
 from aegir.eval.routing import routing_stats, slice_scores, slices_beaten
 from aegir.labels import cpa_vocab, cta_vocab
@@ -66,6 +67,7 @@ from aegir.model.aegir import AegirModel
 from aegir.model.checkpoint import load_checkpoint, save_checkpoint
 from aegir.progress import progress as progress_bar
 from aegir.rl.parl import PARLSettings, collect_rollouts, rescore, token_loss
+from aegir.rl.ppo import deterministic_kernels
 from aegir.rl.rewards import LambdaSchedule, budget_cap, clip_epsilon
 from aegir.swarm.checkpoint import save_orchestrator
 from aegir.swarm.critical import critical_steps, orchestrator_stages, total_steps
@@ -160,6 +162,10 @@ def train_run(orch: SwarmOrchestrator, run: str, params: Params, train: list[Exa
             accelerator.print(f"resuming phase3 {run} at step {progress.step}/{cfg.steps}")
     live = (Live(dir=str(live_dir), resume=progress.step > 0, save_dvc_exp=False, dvcyaml=False)
             if accelerator.is_main_process else None)
+    if live is not None and progress.step > 0:
+        # DVCLive resumes one step past the snapshot's; back to it, so that a run resumed at its
+        # end writes the summary an uninterrupted run wrote (a resumed run logs at its own steps)
+        live.step = live.read_step()
 
     batches_per_epoch = math.ceil(len(train) / cfg.batch_size)
     epoch_batches: dict[int, list[list[int]]] = {}
@@ -449,9 +455,10 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
 
     summaries = {}
     runs = {"fused": fresh(True), "control": fresh(False)}
-    for name, orch in runs.items():
-        summaries[name] = train_run(orch, name, params, train, valid, state_dir / name,
-                                    metrics_dir / "live" / name, fingerprint({**base, "run": name}), accelerator)
+    with deterministic_kernels():  # aegir.rl.ppo: run-to-run identical weights on CPU
+        for name, orch in runs.items():
+            summaries[name] = train_run(orch, name, params, train, valid, state_dir / name,
+                                        metrics_dir / "live" / name, fingerprint({**base, "run": name}), accelerator)
     fused, control = runs["fused"].eval(), runs["control"].eval()
 
     # one CPU process: the evaluation splits' tables are predicted in parallel threads, one per
@@ -485,6 +492,7 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
         atomic.write_json(metrics_dir / "scores.json", scores)
         atomic.write_json(metrics_dir / "report.json", report)
         atomic.write_json(metrics_dir / "timing.json", timing)
+        atomic.write_json(metrics_dir / "wall.json", wall_minutes("phase3", timing["wall_seconds"]))
         atomic.write_json(metrics_dir / "metrics.json", headline_metrics(scores))
         atomic.write_bytes(metrics_dir / "curves.png", phase3_curves_png(
             metrics_dir / "live" / "fused", metrics_dir / "live" / "control", fused.specialist_names))
@@ -492,15 +500,10 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
 
 
 def headline_metrics(scores: dict) -> dict:
-    """The DVC metrics: F1 (micro/macro per split and task) of the Phase 1 primary, the control
-    and the fused orchestrator, and the routing's activation rates (overall and per domain).
-    The ensemble, supports, routing detail and critical steps stay in scores.json."""
-    out = {name: headline({task: scores[name][task] for task in ("cta", "cpa")})
-           for name in ("phase1", "control", "fused")}
-    rates = scores["routing"]
-    out["routing"] = {"activation_rate": rates["activation_rate"],
-                      "activation_rate_by_domain": rates["activation_rate_by_domain"]}
-    return out
+    """The DVC metrics (`aegir.eval.metrics.headline`): the fused orchestrator's and its
+    control's benchmark and real-table micro-F1 per task. F1 per split of every variant (the
+    Phase 1 primary and the ensemble too), routing and critical steps stay in scores.json."""
+    return {name: headline({task: scores[name][task] for task in ("cta", "cpa")}) for name in ("fused", "control")}
 
 
 def require_validated_rewards(report_path: Path) -> None:

@@ -1,17 +1,17 @@
 """Stage `report`: the baseline and every phase in one markdown table, with figures.
 
-    python -m aegir.stages.report --baselines results/baselines/metrics.json \\
+    python -m aegir.stages.report --baselines results/baselines/scores.json \\
         --phase1 results/phase1 --phase3 results/phase3 [--phase4 results/phase4] --out results/report
 
-Reads the headline metrics and DVCLive curves the earlier stages wrote (`aegir.eval.report`
+Reads the F1 per split (each stage's scores.json) and the DVCLive curves the earlier stages wrote (`aegir.eval.report`
 lists them) and writes, under --out:
 
   report.md       the F1 table (baseline → Phase 1 → Phase 3 control → Phase 3 fused → Phase 4,
                   CTA and CPA micro / macro F1 on every split), Phase 3's routing (activation
                   rate per specialist, overall and per table domain), Phase 4's scaling rows,
                   links to the figures
-  metrics.json    DVC metrics: micro-F1 gains in points per task and split (fused over control,
-                  over Phase 1, over the baseline; each Phase 4 policy over fused)
+  gains.json      micro-F1 gains in points per task and split (fused over control, over Phase 1,
+                  over the baseline; each Phase 4 policy over its `never` control)
   figures/        PNG (DVC plots): f1_by_split.png, routing_by_domain.png, training_curves.png,
                   and scaling.png when --phase4 holds a scaling.json
 
@@ -27,21 +27,21 @@ from pathlib import Path
 
 from aegir import atomic
 from aegir.errors import AegirError
-from aegir.eval.report import collect, report_figures, report_markdown, report_metrics
+from aegir.eval.report import collect, report_figures, report_markdown, report_gains
 
 
 def write_report(baselines: Path, phase1: Path, phase3: Path, phase4: Path | None, out: Path) -> dict:
-    """Collect, render, then write `out/` (figures/, report.md, metrics.json); the metrics."""
+    """Collect, render, then write `out/` (figures/, report.md, gains.json); the gains."""
     report = collect(baselines, phase1, phase3, phase4)
     figures = report_figures(report)
     markdown = report_markdown(report, list(figures))
-    metrics = report_metrics(report)
+    gains = report_gains(report)
     with atomic.staged_dir(out / "figures") as staging:
         for name, data in figures.items():
             (staging / name).write_bytes(data)
     atomic.write_text(out / "report.md", markdown)
-    atomic.write_json(out / "metrics.json", metrics)
-    return metrics
+    atomic.write_json(out / "gains.json", gains)
+    return gains
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,26 +49,26 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.splitlines()[0],
         epilog="Run it after the stages it reads: `dvc repro report` (or `snakemake --cores all report`) "
                "runs them first. View: results/report/report.md; `dvc plots show` renders the figures.")
-    parser.add_argument("--baselines", type=Path, default=Path("results/baselines/metrics.json"),
-                        help="the baselines stage's metrics.json")
+    parser.add_argument("--baselines", type=Path, default=Path("results/baselines/scores.json"),
+                        help="the baselines stage's scores.json")
     parser.add_argument("--phase1", type=Path, default=Path("results/phase1"),
-                        help="phase1's results: one directory per agent (metrics.json, live/); primary required")
+                        help="phase1's results: one directory per agent (scores.json, live/); primary required")
     parser.add_argument("--phase3", type=Path, default=Path("results/phase3"),
-                        help="phase3's results: metrics.json, live/fused, live/control")
+                        help="phase3's results: scores.json, live/fused, live/control")
     parser.add_argument("--phase4", type=Path, default=None,
-                        help="phase4's results (metrics.json, optional scaling.json); left out: no Phase 4 rows")
+                        help="phase4's results (scores.json, optional scaling.json); left out: no Phase 4 rows")
     parser.add_argument("--out", type=Path, default=Path("results/report"),
-                        help="output directory: report.md, metrics.json, figures/")
+                        help="output directory: report.md, gains.json, figures/")
     args = parser.parse_args(argv)
     try:
-        metrics = write_report(args.baselines, args.phase1, args.phase3, args.phase4, args.out)
+        gains = write_report(args.baselines, args.phase1, args.phase3, args.phase4, args.out)
     except AegirError as exc:
         parser.exit(2, f"report: error: {exc}\n")
-    gains = metrics["fused_minus_control"]
+    gains = gains["fused_minus_control"]
     print("report: fused − control micro-F1 (points): " + "  ".join(
         f"{task.upper()} {split} {gains[task][split]:+.1f}" for task in ("cta", "cpa")
         for split in ("test", "corner_cases", "real") if split in gains[task]))
-    print(f"report: wrote {args.out / 'report.md'}, {args.out / 'metrics.json'}, {args.out / 'figures'}/")
+    print(f"report: wrote {args.out / 'report.md'}, {args.out / 'gains.json'}, {args.out / 'figures'}/")
     return 0
 
 
