@@ -65,7 +65,9 @@ def test_same_seed_gives_byte_identical_checkpoint_and_metrics(tiny_setup):
         "real": round(scores[task]["real"]["micro_f1"], 2)} for task in ("cta", "cpa")}}
     timing = json.loads((tiny_setup / "a/metrics/timing.json").read_text())
     wall = json.loads((tiny_setup / "a/metrics/wall.json").read_text())
-    assert timing["wall_seconds"] > 0 and wall == {"minutes": {"phase1_primary": round(timing["wall_seconds"] / 60, 2)}}
+    assert timing["wall_seconds"] > 0 and list(wall) == ["minutes"] and list(wall["minutes"]) == ["phase1_primary"]
+    # (wall.json rounds the unrounded seconds, timing.json holds them to 0.1 s)
+    assert wall["minutes"]["phase1_primary"] == pytest.approx(timing["wall_seconds"] / 60, abs=0.006)
     config = json.loads((tiny_setup / "a/model/config.json").read_text())
     assert config["num_processes"] == 1
     assert len(config["vocab"]["cta"]) == 82 and len(config["vocab"]["cpa"]) == 108
