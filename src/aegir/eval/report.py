@@ -2,10 +2,10 @@
 
 `collect` reads the F1 per split the stages write to their `scores.json` (their DVC metrics
 hold only headline figures: `aegir.eval.metrics.headline`) and the DVCLive curves of the
-training stages into one `Report`; `report_markdown`, `report_gains` and the `*_png` functions turn it into what `aegir.stages.report` writes to
-`results/report/`. Everything here is a pure function of the files read: the same inputs give
-byte-identical markdown, JSON and PNG (`png_bytes` strips the metadata that names the
-matplotlib version).
+training stages into one `Report`; `report_markdown`, `report_gains` and the `*_png`
+functions turn it into what `aegir.stages.report` writes to `results/report/`. Everything
+here is a pure function of the files read: the same inputs give byte-identical markdown, JSON
+and PNG (`png_bytes` strips the metadata that names the matplotlib version).
 
 Inputs, and the stage that writes each:
 
@@ -19,10 +19,10 @@ Inputs, and the stage that writes each:
 | `results/phase4/scores.json` (opt.)     | `phase4`     | F1 of each policy; `*_by_domain` tables |
 | `results/phase4/scaling.json` (opt.)    | `phase4`     | rows per (n, policy): the scaling curve |
 
-F1 layout: `{task: {split: {"micro_f1": …, "macro_f1": …}}}` in percent (the stages' scores.json;
-`micro`/`macro` are read too); a `train` split (the baseline scores its training data) is
-not an evaluation split and is left out. A Phase 4 scores file is either one such tree (one row, "Phase 4") or a mapping of policy
-name → tree (one row per policy, "Phase 4 <name>", in file order); its other top-level
+F1 layout: `{task: {split: {"micro_f1": …, "macro_f1": …}}}` in percent (the stages'
+scores.json; `micro`/`macro` are read too); a `train` split (the baseline scores its training
+data) is not an evaluation split and is left out. A Phase 4 scores file is either one such
+tree (one row, "Phase 4") or a mapping of policy name → tree (one row per policy, "Phase 4 <name>", in file order); its other top-level
 mappings may hold `<what>_by_domain` tables (domain → value, or domain → name → value), drawn
 as heatmaps beside Phase 3's routing. `scaling.json` is a list of rows (or a mapping holding
 one such list, as DVC plots accept), each with `n`, `policy` and numbers, nested or not:

@@ -3,8 +3,8 @@
     python -m aegir.stages.report --baselines results/baselines/scores.json \\
         --phase1 results/phase1 --phase3 results/phase3 [--phase4 results/phase4] --out results/report
 
-Reads the F1 per split (each stage's scores.json) and the DVCLive curves the earlier stages wrote (`aegir.eval.report`
-lists them) and writes, under --out:
+Reads the F1 per split (each stage's scores.json) and the DVCLive curves the earlier stages
+wrote (`aegir.eval.report` lists them) and writes, under --out:
 
   report.md       the F1 table (baseline → Phase 1 → Phase 3 control → Phase 3 fused → Phase 4,
                   CTA and CPA micro / macro F1 on every split), Phase 3's routing (activation
@@ -64,10 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         gains = write_report(args.baselines, args.phase1, args.phase3, args.phase4, args.out)
     except AegirError as exc:
         parser.exit(2, f"report: error: {exc}\n")
-    gains = gains["fused_minus_control"]
+    over_control = gains["fused_minus_control"]
     print("report: fused − control micro-F1 (points): " + "  ".join(
-        f"{task.upper()} {split} {gains[task][split]:+.1f}" for task in ("cta", "cpa")
-        for split in ("test", "corner_cases", "real") if split in gains[task]))
+        f"{task.upper()} {split} {over_control[task][split]:+.1f}" for task in ("cta", "cpa")
+        for split in ("test", "corner_cases", "real") if split in over_control[task]))
     print(f"report: wrote {args.out / 'report.md'}, {args.out / 'gains.json'}, {args.out / 'figures'}/")
     return 0
 
