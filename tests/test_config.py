@@ -32,6 +32,9 @@ def test_project_params_parse():
         ({"synthetic": {"locales": "en_US"}}, "synthetic.locales"),
         ({"baselines": {"C": -1.0}}, "baselines.C"),
         ({"baselines": {"ngram_max": True}}, "baselines.ngram_max"),
+        ({"synthetic": {"wide_train_tables": 0}}, "synthetic.wide_train_tables"),
+        ({"phase4": {"wide_train_tables": -1}}, "phase4.wide_train_tables"),
+        ({"phase4": {"step_cost": 5.0}}, "phase4.step_cost"),
     ],
 )
 def test_bad_params_name_the_key(raw, key):

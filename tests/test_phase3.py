@@ -196,6 +196,19 @@ def test_phase4_reports_the_swarm_and_a_killed_run_resumes_to_the_same_bytes(tin
     assert scores["never"]["spawn"]["test"]["mean_subagents"] == 0
     cap = longer["phase4"]["max_subagents"]
     assert all(0 <= scores["learned"]["spawn"][s]["mean_subagents"] for s in scores["learned"]["spawn"])
+    for kind in ("learned", "never", "always"):  # F1 per critical step, per split and on the pooled scaling splits
+        mix = scores[kind]["mix"]
+        assert mix["splits"] == ["test", "corner_cases", "wide"] and mix["tables"] == 12 + 12 + 6
+        for task in ("cta", "cpa"):
+            assert mix["f1_per_critical_step"][task] == pytest.approx(
+                mix[f"{task}_micro_f1"] / mix["mean_critical_steps"], abs=1e-3)
+            wide = scores[kind]["spawn"]["wide"]
+            assert wide["f1_per_critical_step"][task] == pytest.approx(
+                scores[kind][task]["wide"]["micro_f1"] / wide["mean_critical_steps"], abs=1e-3)
+    assert scores["never"]["mix"]["mean_critical_steps"] <= scores["always"]["mix"]["mean_critical_steps"]
+    # the training charged each decision's added critical steps (phase4.step_cost)
+    live = json.loads((tiny_phase1 / "s4/metrics/live/metrics.json").read_text())
+    assert live["reward"]["extra_critical_steps"] >= 0
     rows = json.loads((tiny_phase1 / "s4/metrics/scaling.json").read_text())
     assert [row["n"] for row in rows] == longer["phase4"]["scaling_n"]
     for row in rows:
@@ -243,8 +256,36 @@ def test_annotate_and_evaluate_with_the_swarm_checkpoint(tiny_phase1):
             assert evaluated[split][task]["micro_f1"] == pytest.approx(scores["learned"][task][split]["micro_f1"])
 
 
+def test_phase4_trains_on_train_tables_and_the_wide_train_split(tiny_phase1):
+    """Phase 4's training tables: a sample of `train`, then the first of `wide_train` (never
+    an evaluation split)."""
+    from aegir.config import load_params
+    from aegir.labels import cta_vocab
+    from aegir.stages.phase4 import load_training
+    from aegir.swarm.checkpoint import load_orchestrator
+    from aegir.swarm.spawn import family_of_labels
+    from aegir.swarm.specialist import load_agents
+
+    if not (tiny_phase1 / "a/model/model.safetensors").exists():
+        run_module(tiny_phase1, *phase3_args("a"))
+    params = load_params(tiny_phase1 / "params.yaml")
+    orch, _ = load_orchestrator(tiny_phase1 / "a/model")
+    data = load_training(tiny_phase1 / "data", orch, load_agents(tiny_phase1 / "models", ["primary"]), params,
+                         family_of_labels(cta_vocab())[0])
+    ids = [e.table_id for e in data.examples]
+    assert len(ids) == len(data.views) == len(data.tables) == 16 + 4
+    assert all(i.startswith("synth_train_") for i in ids[:16]) and len(set(ids[:16])) == 16
+    assert [i[:len("synth_wide_train_000000")] for i in ids[16:]] == [f"synth_wide_train_{i:06d}" for i in range(4)]
+    assert all(view.num_columns >= 6 for view in data.views[16:])  # the tiny wide tables: 6–10 columns
+
+
 def test_phase4_bad_inputs_fail_clearly(tiny_phase1):
     params = yaml.safe_load((tiny_phase1 / "params.yaml").read_text())
+    many = deep_update(params, {"phase4": {"wide_train_tables": 99}})
+    (tiny_phase1 / "many4.yaml").write_text(yaml.safe_dump(many, sort_keys=False))
+    proc = run_module(tiny_phase1, *phase4_args("many4", "many4.yaml"), check=False)
+    assert proc.returncode == 2 and "phase4.wide_train_tables: asks for 99 tables" in proc.stderr
+    assert "wide_train.parquet has 4" in proc.stderr and not (tiny_phase1 / "many4").exists()
     bad = deep_update(params, {"phase4": {"specialists": ["primary", "nobody"]}})
     (tiny_phase1 / "bad4.yaml").write_text(yaml.safe_dump(bad, sort_keys=False))
     proc = run_module(tiny_phase1, *phase4_args("bad4", "bad4.yaml"), check=False)

@@ -3,13 +3,16 @@ per-column merge, deep search, critical steps, the spawning policy and its updat
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-from aegir.config import PrepareConfig, RewardConfig, SyntheticConfig
+from aegir.config import SWARM_TRAIN_SPLIT, PrepareConfig, RewardConfig, SyntheticConfig
 from aegir.data.synth import WIDE_SPLIT, generate_split, generate_wide
 from aegir.data.table import Table
 from aegir.labels import cta_vocab
-from aegir.rl.swarm import SwarmSettings, TableView, collect, decision_keys, swarm_logp, update_loss
+from aegir.errors import ConfigError
+from aegir.rl.rewards import combine
+from aegir.rl.swarm import StepCounter, SwarmSettings, TableView, collect, decision_keys, swarm_logp, update_loss
 from aegir.swarm.policy import SpawnPolicy, allowed_options, spawn_options
 from aegir.swarm.spawn import (
     SubagentCache,
@@ -47,10 +50,24 @@ def test_wide_split_is_deterministic_in_range_and_labelled_from_the_vocabulary()
     assert generate_split(WIDE, "test") == generate_split(SyntheticConfig(min_rows=3, max_rows=6), "test")
 
 
+def test_wide_train_split_holds_other_tables_of_the_same_kind():
+    """Phase 4's `wide_train`: drawn as `wide` is, deterministic, none of `wide`'s tables."""
+    cfg = SyntheticConfig(wide_tables=6, wide_train_tables=5, wide_min_columns=12, wide_max_columns=20,
+                          min_rows=3, max_rows=6)
+    train, again, wide = generate_wide(cfg, SWARM_TRAIN_SPLIT), generate_wide(cfg, SWARM_TRAIN_SPLIT), generate_wide(cfg)
+    assert train == again and len(train) == 5 and len(wide) == 6
+    assert all(12 <= t.num_columns <= 20 for t in train)
+    assert all(t.table_id.startswith(f"synth_{SWARM_TRAIN_SPLIT}_") for t in train)
+    cells = {tuple(map(tuple, t.columns)) for t in wide}
+    assert not any(tuple(map(tuple, t.columns)) in cells for t in train)  # other tables, not renamed copies
+    with pytest.raises(ConfigError, match="no wide split 'test'"):
+        generate_wide(cfg, "test")
+
+
 def test_wide_split_is_never_trained_on():
     """`wide` is evaluation-only: not a source split, in EVAL_SPLITS, and prepare's train split
     holds none of its tables."""
-    from aegir.config import EVAL_ONLY_SPLITS, EVAL_SPLITS, SOURCE_SPLITS, TRAIN_SPLIT, parse_params
+    from aegir.config import EVAL_ONLY_SPLITS, EVAL_SPLITS, PREPARED_SPLITS, SOURCE_SPLITS, SPLITS, TRAIN_SPLIT, parse_params
     from aegir.stages.prepare import load_tables
 
     assert WIDE_SPLIT in EVAL_ONLY_SPLITS and WIDE_SPLIT in EVAL_SPLITS and WIDE_SPLIT not in SOURCE_SPLITS
@@ -60,6 +77,9 @@ def test_wide_split_is_never_trained_on():
     tables = load_tables(params, on_skip=lambda *_: None)
     assert len(tables[WIDE_SPLIT]) == 3
     assert not any(t.table_id.startswith("synth_wide") for t in tables[TRAIN_SPLIT])
+    # Phase 4's many-column training tables: prepared, never scored, not a split of Phases 1–3
+    assert list(tables) == list(PREPARED_SPLITS) and len(tables[SWARM_TRAIN_SPLIT]) == 64
+    assert SWARM_TRAIN_SPLIT not in SPLITS and SWARM_TRAIN_SPLIT not in EVAL_SPLITS
 
 
 # ----------------------------------------------------------------------------- sub-tasks
@@ -183,6 +203,51 @@ def test_deep_search_takes_more_critical_steps_than_wide_search():
     assert deep > wide and wide_total == serial_total + 15 and deep_total == wide_total + 10
     # parallel sub-agents add no critical steps beyond the slowest one, however many
     assert swarm_steps(primary, (), 5, wide=16, deep=0)[0] == wide
+
+
+def test_step_counter_charges_the_critical_steps_a_decision_adds():
+    """Over never spawning: wide search adds a step only where no Phase 3 specialist's read
+    already holds the primary back; deep search adds its round after the merge."""
+    from aegir.model.aegir import preset
+
+    primary = preset("cpu")
+    counter = StepCounter(primary, (5, 7))
+    table = generate_wide(WIDE)[0]
+    alone, routed = view_of(table), view_of(table)
+    routed.phase3_reads = (3,)  # a Phase 3 specialist of 3 read steps: the rest waits for it
+    assert counter.extra(alone, 0, 0, False) == 0 and counter.extra(routed, 0, 1, False) == 0
+    assert counter.extra(alone, 4, 0, False) == 1  # sub-agents of 5 steps beside a rest of 4
+    assert counter.extra(routed, 4, 0, False) == 0  # beside prefix → specialist → rest: no later
+    assert counter.extra(alone, 4, 1, False) == 3  # a slower specialist (7 steps)
+    assert counter.extra(alone, 4, 0, True) == 6 and counter.extra(alone, 0, 0, True) == 5  # the deep round
+
+
+def test_step_cost_lowers_the_reward_by_the_added_critical_steps():
+    from aegir.model.aegir import preset
+
+    tables = generate_wide(WIDE)[:4]
+    names = ["a", "b"]
+    cache = SubagentCache(tables, {"a": tiny(0), "b": tiny(1)}, PREPARE, "t")
+    views = [view_of(t, i) for i, t in enumerate(tables)]
+    counter = StepCounter(preset("cpu"), (5, 5))
+    with pytest.raises(ValueError, match="needs a StepCounter"):
+        SwarmSettings(rollouts=3, ce_weight=1.0, kl_coef=0.0, rewards=RewardConfig(), step_cost=0.1)
+    torch.manual_seed(0)
+    policy = SpawnPolicy(32, spawn_options(8), len(names))
+    merge = SwarmMerge(len(names), family_of_labels(cta_vocab())[0])
+    settings = SwarmSettings(rollouts=4, ce_weight=1.0, kl_coef=0.0, rewards=RewardConfig(), step_cost=0.1,
+                             steps=counter)
+    r = collect(policy, merge, views, [0, 1, 2, 3], cache, names, settings, 0.3, 0.1,
+                torch.Generator().manual_seed(0), max_count=None, max_subagents=8)
+    extra = r.rewards["extra_critical_steps"]
+    assert extra.shape == (4, 4) and extra.max() > 0  # some rollout spawned (untrained policy: near uniform)
+    expected = combine(r.rewards["r_perf"], r.rewards["r_parallel"], r.rewards["r_finish"], 0.3, 0.1) - 0.1 * extra
+    assert torch.allclose(r.rewards["reward"], expected)
+    for i, t in enumerate(r.tables):  # each rollout charged its own decision's steps
+        k, b = divmod(i, 4)
+        option = policy.options[int(r.count[i])]
+        assert extra[k, b] == counter.extra(views[t], option, int(r.specialist[i]), bool(r.deep[i]))
+        assert (extra[k, b] == 0) == (option == 0 and not bool(r.deep[i]))
 
 
 # ----------------------------------------------------------------------------- policy

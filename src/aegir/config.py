@@ -28,11 +28,16 @@ DOMAINS = (
 # or a SOTAB V2 directory) makes SOURCE_SPLITS; the evaluation-only splits are built from
 # in-repository data whatever the source (`real`: real tables, `aegir.data.real`; `wide`: synthetic
 # tables of many columns, `aegir.data.synth.generate_wide`, where a shared byte stream is thin).
-# Every prepared directory holds all of SPLITS; only TRAIN_SPLIT is ever trained on.
+# Every prepared directory holds all of SPLITS; only TRAIN_SPLIT is ever trained on by a model.
+# Beside them it holds SWARM_TRAIN_SPLIT: synthetic many-column tables (like `wide`, other
+# tables) on which Phase 4 trains its spawning policy and merge, so that the policy meets wide
+# tables in training; no model of Phases 1–3 reads it and no report scores it.
 SOURCE_SPLITS = ("train", "valid", "test", "corner_cases", "missing_values", "format_heterogeneity")
 EVAL_ONLY_SPLITS = ("real", "wide")
 SPLITS = SOURCE_SPLITS + EVAL_ONLY_SPLITS
 TRAIN_SPLIT = "train"
+SWARM_TRAIN_SPLIT = "wide_train"
+PREPARED_SPLITS = SPLITS + (SWARM_TRAIN_SPLIT,)  # the files of a prepared directory
 EVAL_SPLITS = tuple(split for split in SPLITS if split != TRAIN_SPLIT)  # scored in every report
 
 
@@ -60,9 +65,12 @@ class SyntheticConfig:
     wide_tables: int = 150  # tables of the evaluation-only `wide` split (whatever prepare.source)
     wide_min_columns: int = 15  # its columns per table, subject included, drawn uniformly
     wide_max_columns: int = 40
+    wide_train_tables: int = 64  # tables of the same kind in SWARM_TRAIN_SPLIT (Phase 4's training only)
 
     def __post_init__(self) -> None:
         check_config(1 <= self.wide_tables <= 10_000_000, "synthetic.wide_tables", f"must be ≥ 1, got {self.wide_tables}")
+        check_config(1 <= self.wide_train_tables <= 10_000_000, "synthetic.wide_train_tables",
+                     f"must be ≥ 1, got {self.wide_train_tables}")
         check_config(2 <= self.wide_min_columns <= self.wide_max_columns <= 200, "synthetic.wide_max_columns",
                      f"need 2 ≤ wide_min_columns ≤ wide_max_columns ≤ 200, got "
                      f"{self.wide_min_columns}..{self.wide_max_columns}")
@@ -387,6 +395,8 @@ class Phase4Config:
     scaling_n: tuple[int, ...] = (0, 1, 2, 4, 8, 16)  # budgets of the scaling curve
     seed: int = 0  # policy init, batch order, sampled decisions
     train_tables: int = 256  # training tables whose sub-agent outputs are cached and trained on
+    wide_train_tables: int = 32  # and many-column ones: the first of `wide_train` (0: none)
+    step_cost: float = 0.0  # reward (r_perf: F1 in [0, 1]) lost per critical step a decision adds
     steps: int = 150  # policy/merge updates
     batch_size: int = 16  # tables per update
     rollouts: int = 4  # K rollouts per table (the advantage group)
@@ -414,6 +424,8 @@ class Phase4Config:
         check(len(self.scaling_n) >= 1 and all(0 <= n <= self.max_subagents for n in self.scaling_n), "scaling_n",
               f"need budgets in [0, max_subagents = {self.max_subagents}], got {list(self.scaling_n)}")
         check(self.train_tables >= 2, "train_tables", f"must be ≥ 2, got {self.train_tables}")
+        check(self.wide_train_tables >= 0, "wide_train_tables", f"must be ≥ 0, got {self.wide_train_tables}")
+        check(0 <= self.step_cost <= 1, "step_cost", f"must be in [0, 1], got {self.step_cost}")
         check(1 <= self.steps <= 1_000_000, "steps", f"must be in [1, 1000000], got {self.steps}")
         check(2 <= self.batch_size <= 4096, "batch_size", f"must be in [2, 4096], got {self.batch_size}")
         check(2 <= self.rollouts <= 64, "rollouts", f"must be in [2, 64], got {self.rollouts}")

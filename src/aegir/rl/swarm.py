@@ -4,7 +4,9 @@
                 (options above the step's budget cap masked out); the swarm's merged labels
                 from the cache (`swarm_logp`), argmax per column
     rewards     r_perf (the table's F1 of the merged labels), r_parallel and r_finish
-                (`aegir.rl.rewards`), r = λ1·r_parallel + λ2·r_finish + r_perf
+                (`aegir.rl.rewards`), r = λ1·r_parallel + λ2·r_finish + r_perf − step_cost·Δ,
+                Δ the critical steps the decision adds to the table's over not spawning
+                (`StepCounter`; K2.5 judges a swarm by its critical steps)
     advantages  group-relative over the K rollouts of a table; every decision of a rollout
                 gets its table's r − mean (each changes every column)
     loss        the token-level clipped loss over the policy's tokens (`aegir.rl.ppo`) +
@@ -47,6 +49,7 @@ from aegir.swarm.spawn import (
     SwarmMerge,
     deep_subtasks,
     spawned_logp,
+    swarm_steps,
     wide_subtasks,
 )
 
@@ -116,13 +119,38 @@ def padded(rows: list[torch.Tensor], fill: float | int) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
+class StepCounter:
+    """Critical steps of a table's decision (`aegir.swarm.spawn.swarm_steps`), from the Phase 3
+    primary's config and each sub-agent specialist's steps to labels (in the policy's order)."""
+
+    primary_config: object
+    subagent_steps: tuple[int, ...]
+
+    def extra(self, view: TableView, subagents: int, specialist: int, deep: bool) -> int:
+        """Critical steps the decision adds over never spawning (0 when it spawns nothing)."""
+        wide = len(wide_subtasks(view.num_columns, subagents))
+        deep_columns = len(view.deep_columns) if deep else 0
+        steps = self.subagent_steps[specialist]
+        spent, _ = swarm_steps(self.primary_config, view.phase3_reads, steps, wide, deep_columns)
+        alone, _ = swarm_steps(self.primary_config, view.phase3_reads, steps, 0, 0)
+        return spent - alone
+
+
+@dataclass(frozen=True)
 class SwarmSettings:
-    """The knobs of one update (params `phase4` and `rewards`)."""
+    """The knobs of one update (params `phase4` and `rewards`); `steps` counts the critical
+    steps that `step_cost` charges (needed when step_cost > 0)."""
 
     rollouts: int
     ce_weight: float
     kl_coef: float
     rewards: RewardConfig
+    step_cost: float = 0.0
+    steps: StepCounter | None = None
+
+    def __post_init__(self) -> None:
+        if self.step_cost > 0 and self.steps is None:
+            raise ValueError("step_cost > 0 needs a StepCounter (steps)")
 
 
 @dataclass
@@ -221,6 +249,12 @@ def collect(policy: SpawnPolicy, merge: SwarmMerge, views: list[TableView], rows
             parts[name].append(value)
     rewards = {name: torch.stack(v).float() for name, v in parts.items()}  # (K, B)
     rewards["reward"] = combine(rewards["r_perf"], rewards["r_parallel"], rewards["r_finish"], lam1, lam2)
+    if settings.steps is not None:
+        extra = torch.tensor([settings.steps.extra(views[t], policy.options[int(decision.count[i])],
+                                                   int(decision.specialist[i]), bool(decision.deep[i]))
+                              for i, t in enumerate(all_rows)], dtype=torch.float).view(K, B)
+        rewards["extra_critical_steps"] = extra
+        rewards["reward"] = rewards["reward"] - settings.step_cost * extra
     return SwarmRollouts(
         tables=all_rows, count=decision.count, specialist=decision.specialist, deep=decision.deep,
         logp_old=torch.stack([decision.logp_count, decision.logp_specialist, decision.logp_deep], -1),

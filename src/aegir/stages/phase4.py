@@ -13,13 +13,18 @@
    specialist) and only the policy and the merge weights train: PARL's token-level clipped
    loss with the `lambda` schedule and `rewards` (`aegir.rl.swarm`), budget-limited phases
    (a cap on sub-agents per table, growing) alternating with uncapped ones, on
-   `phase4.train_tables` training tables.
+   `phase4.train_tables` tables of `train` and `phase4.wide_train_tables` of `wide_train`
+   (many-column tables, so that the policy meets the tables where spawning pays); each
+   critical step a decision adds costs `phase4.step_cost` of reward.
 3. Scored on every evaluation split: the learned policy (at `max_subagents`) and two fixed
    controls, never spawn (serial collapse: the Phase 3 orchestrator, through the merge) and
    always spawn the maximum (spurious parallelism); and the scaling curve, for each budget n of
    `scaling_n` on `test`, `corner_cases`, `wide`: F1, mean spawned, critical and total steps of
    the learned policy capped at n and the two controls, and wall-clock per table of n
-   sub-agents batched (`eval_batch_size` sub-tasks per call) vs one after another.
+   sub-agents batched (`eval_batch_size` sub-tasks per call) vs one after another. Each policy's
+   micro-F1 per critical step (the latency it costs) is reported per split and on the scaling
+   splits pooled, where narrow and wide tables come together and an adaptive policy can beat
+   both fixed ones.
 
 Outputs:
   --out       policy + merge (`model.safetensors`) and config.json naming the Phase 3
@@ -27,8 +32,9 @@ Outputs:
   --metrics   metrics.json (DVC metrics, `aegir.eval.metrics.headline`: per task the benchmark
               and real-table micro-F1 of the learned policy, `swarm`), scores.json (micro/macro
               F1 per split of `learned`, `never`, `always` with supports, spawning and
-              deep-search statistics, critical steps), scaling.json (DVC plots: one row per
-              n), wall.json (DVC metrics: wall minutes) and timing.json (wall clock, sub-agent
+              deep-search statistics, critical steps, F1 per critical step; `mix`: the
+              scaling splits pooled), scaling.json (DVC plots: one row per n, the pooled F1
+              per critical step included), wall.json (DVC metrics: wall minutes) and timing.json (wall clock, sub-agent
               reads, batched vs sequential seconds) — the outputs a rerun does not reproduce,
               live/ (DVCLive curves: rewards, spawned sub-agents, losses)
   --state     the training state (resume after a kill)
@@ -49,7 +55,7 @@ import torch
 from dvclive import Live
 
 from aegir import atomic
-from aegir.config import EVAL_SPLITS, TRAIN_SPLIT, Params, Phase4Config, load_params
+from aegir.config import EVAL_SPLITS, SWARM_TRAIN_SPLIT, TRAIN_SPLIT, Params, Phase4Config, load_params
 from aegir.data.dataset import Example, epoch_order, load_examples
 from aegir.data.prepared import read_split, split_path, tables_from_arrow
 from aegir.data.prepared import fingerprint as data_fingerprint
@@ -60,7 +66,7 @@ from aegir.labels import cpa_vocab, cta_vocab
 from aegir.progress import progress as progress_bar
 from aegir.rl.ppo import deterministic_kernels
 from aegir.rl.rewards import LambdaSchedule, budget_cap, clip_epsilon
-from aegir.rl.swarm import SwarmSettings, TableView, collect, decision_keys, update_loss
+from aegir.rl.swarm import StepCounter, SwarmSettings, TableView, collect, decision_keys, update_loss
 from aegir.swarm.checkpoint import load_orchestrator
 from aegir.swarm.orchestrator import SwarmOrchestrator
 from aegir.swarm.policy import SpawnPolicy, spawn_options
@@ -68,6 +74,7 @@ from aegir.swarm.spawn import (
     SubagentCache,
     SwarmMerge,
     family_of_labels,
+    label_steps,
     read_subtasks,
     read_subtasks_one_at_a_time,
     subtask_examples,
@@ -103,6 +110,30 @@ def load_split(name: str, data_dir: Path, orch: SwarmOrchestrator, subagents: di
     return SplitData(name, examples, tables, views, cache)
 
 
+def load_training(data_dir: Path, orch: SwarmOrchestrator, subagents: dict, params: Params,
+                  family: torch.Tensor) -> SplitData:
+    """Phase 4's training tables: `train_tables` of `train` (a seeded sample), then the first
+    `wide_train_tables` of `wide_train`, as one list with one sub-agent cache."""
+    cfg: Phase4Config = params.phase4
+    count = len(read_split(data_dir, TRAIN_SPLIT))
+    check_config(cfg.train_tables <= count, "phase4.train_tables",
+                 f"asks for {cfg.train_tables} tables; {split_path(data_dir, TRAIN_SPLIT)} has {count}")
+    rows = sorted(np.random.default_rng([cfg.seed, 4]).permutation(count)[:cfg.train_tables].tolist())
+    examples = load_examples(data_dir, TRAIN_SPLIT)
+    tables = tables_from_arrow(read_split(data_dir, TRAIN_SPLIT))
+    examples, tables = [examples[i] for i in rows], [tables[i] for i in rows]
+    if cfg.wide_train_tables:
+        wide = read_split(data_dir, SWARM_TRAIN_SPLIT)
+        check_config(cfg.wide_train_tables <= len(wide), "phase4.wide_train_tables",
+                     f"asks for {cfg.wide_train_tables} tables; {split_path(data_dir, SWARM_TRAIN_SPLIT)} has "
+                     f"{len(wide)} (synthetic.wide_train_tables)")
+        examples += load_examples(data_dir, SWARM_TRAIN_SPLIT)[:cfg.wide_train_tables]
+        tables += tables_from_arrow(wide)[:cfg.wide_train_tables]
+    views = table_views(orch, examples, cfg.eval_batch_size, family)
+    cache = SubagentCache(tables, subagents, params.prepare, data_dir, cfg.eval_batch_size)
+    return SplitData(TRAIN_SPLIT, examples, tables, views, cache)
+
+
 # ----------------------------------------------------------------------------- training
 
 
@@ -111,11 +142,11 @@ def step_generator(seed: int, step: int) -> torch.Generator:
 
 
 def train(policy: SpawnPolicy, merge: SwarmMerge, data: SplitData, names: list[str], params: Params,
-          state_dir: Path, live_dir: Path, run_print: str) -> dict:
+          steps: StepCounter, state_dir: Path, live_dir: Path, run_print: str) -> dict:
     """`phase4.steps` updates of the policy and the merge on the cached training tables."""
     cfg: Phase4Config = params.phase4
     settings = SwarmSettings(rollouts=cfg.rollouts, ce_weight=cfg.ce_weight, kl_coef=cfg.kl_coef,
-                             rewards=params.rewards)
+                             rewards=params.rewards, step_cost=cfg.step_cost, steps=steps)
     schedule = LambdaSchedule(params.sections["lambda"])
     module = torch.nn.ModuleDict({"policy": policy, "merge": merge})
     optimizer = torch.optim.AdamW(module.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=0.0)
@@ -204,23 +235,47 @@ def decisions(swarm: Swarm, data: SplitData, kind: str, n: int) -> list[tuple[in
     return swarm.decide(data.views, n)
 
 
-def evaluate(swarm: Swarm, data: SplitData, chosen: list[tuple[int, int, bool]]) -> dict:
-    """F1 (with supports) of one variant's decisions on a split, and its spawning statistics."""
+def per_critical_step(result: dict, critical_steps: float) -> dict:
+    """Micro-F1 per critical step of each task (`evaluate`'s result; the issue's measure of a
+    swarm: quality for the latency it costs)."""
+    return {task: round(result[task]["micro_f1"] / max(critical_steps, 1e-9), 4) for task in ("cta", "cpa")}
+
+
+def pooled(examples: list[Example], predictions: list[TablePrediction], critical: list[int]) -> dict:
+    """The scaling splits scored as one pool (narrow and wide tables together): micro-F1, mean
+    critical steps and F1 per critical step of one policy."""
+    result = score(examples, predictions)
+    mean_critical = sum(critical) / max(1, len(critical))
+    return {"splits": list(SCALING_SPLITS), "tables": len(examples),
+            "cta_micro_f1": round(result["cta"]["micro_f1"], 4), "cpa_micro_f1": round(result["cpa"]["micro_f1"], 4),
+            "mean_critical_steps": round(mean_critical, 4),
+            "f1_per_critical_step": per_critical_step(result, mean_critical)}
+
+
+def evaluate(swarm: Swarm, data: SplitData, chosen: list[tuple[int, int, bool]],
+             predictions: list[TablePrediction] | None = None, critical: list[int] | None = None) -> dict:
+    """F1 (with supports) of one variant's decisions on a split, and its spawning statistics;
+    `predictions` and `critical`, when given, receive each table's labels and critical steps."""
     results = swarm.run(data.views, chosen, data.cache)
-    predictions = []
+    predictions = [] if predictions is None else predictions
+    first = len(predictions)
     for example, r in zip(data.examples, results):
         cta_p, cta_i = r.cta_logp.exp().max(-1)
         cpa_p, cpa_i = r.cpa_logp.exp().max(-1)
         predictions.append(TablePrediction(example.table_id, cta_i[:, None].numpy(), cta_p[:, None].numpy(),
                                            cpa_i[:, None].numpy(), cpa_p[:, None].numpy()))
-    result = score(data.examples, predictions)
+    if critical is not None:
+        critical += [r.critical_steps for r in results]
+    result = score(data.examples, predictions[first:])
     m = max(1, len(results))
+    mean_critical = sum(r.critical_steps for r in results) / m
     result["spawn"] = {
         "mean_subagents": round(sum(r.subagents + len(r.deep_columns) for r in results) / m, 4),
         "mean_wide_subagents": round(sum(r.subagents for r in results) / m, 4),
         "mean_critical_steps": round(sum(r.critical_steps for r in results) / m, 4),
         "mean_total_steps": round(sum(r.total_steps for r in results) / m, 4),
         "deep_rate": round(sum(r.deep for r in results) / m, 4),
+        "f1_per_critical_step": per_critical_step(result, mean_critical),
         "specialist_share": {name: round(sum(1 for r in results if r.subagents and r.specialist == name) / m, 4)
                              for name in swarm.names}}
     return result
@@ -263,14 +318,16 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
     policy = SpawnPolicy(orch.primary.config.d_model, options, len(names))
     merge = SwarmMerge(len(names), family)
 
-    train_rows = sorted(np.random.default_rng([cfg.seed, 4]).permutation(len(read_split(data_dir, TRAIN_SPLIT)))[:cfg.train_tables].tolist())
-    train_data = load_split(TRAIN_SPLIT, data_dir, orch, subagents, params, family, train_rows)
+    train_data = load_training(data_dir, orch, subagents, params, family)
+    trained_on = (TRAIN_SPLIT, SWARM_TRAIN_SPLIT) if cfg.wide_train_tables else (TRAIN_SPLIT,)
     base = {"phase4": asdict(cfg), "lambda": asdict(params.sections["lambda"]), "rewards": asdict(params.rewards),
-            "prepare": asdict(params.prepare), "data": data_fingerprint(data_dir, (TRAIN_SPLIT,)),
+            "prepare": asdict(params.prepare), "data": data_fingerprint(data_dir, trained_on),
             "phase3": checkpoint_fingerprint(phase3_dir),
             "subagents": {name: checkpoint_fingerprint(models_dir / name) for name in names}}
     with deterministic_kernels():  # aegir.rl.ppo: run-to-run identical weights on CPU
-        summary = train(policy, merge, train_data, names, params, state_dir, metrics_dir / "live", fingerprint(base))
+        steps = StepCounter(orch.primary.config, tuple(label_steps(subagents[name].config) for name in names))
+        summary = train(policy, merge, train_data, names, params, steps, state_dir, metrics_dir / "live",
+                        fingerprint(base))
     policy.eval()
     swarm = Swarm(orch, subagents, policy, merge)
 
@@ -278,25 +335,38 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
     scaling_rows = []
     timing_rows: dict[str, dict] = {}
     split_data = {}
+    mix_predictions: dict[str, list[TablePrediction]] = {kind: [] for kind in POLICIES}
+    mix_critical: dict[str, list[int]] = {kind: [] for kind in POLICIES}
     for split in progress_bar(EVAL_SPLITS, desc="phase4 evaluate", unit="split"):
         count = len(read_split(data_dir, split))
         rows = list(range(min(cfg.eval_tables, count))) if cfg.eval_tables else None
         data = split_data[split] = load_split(split, data_dir, orch, subagents, params, family, rows)
         for kind in POLICIES:
-            result = evaluate(swarm, data, decisions(swarm, data, kind, cfg.max_subagents))
+            in_mix = split in SCALING_SPLITS
+            result = evaluate(swarm, data, decisions(swarm, data, kind, cfg.max_subagents),
+                              mix_predictions[kind] if in_mix else None, mix_critical[kind] if in_mix else None)
             for key in ("cta", "cpa", "spawn"):
                 scores[kind][key][split] = result[key]
+    mix_examples = [e for split in SCALING_SPLITS for e in split_data[split].examples]
+    for kind in POLICIES:  # the scaling splits as one pool: narrow and wide tables together
+        scores[kind]["mix"] = pooled(mix_examples, mix_predictions[kind], mix_critical[kind])
     for n in cfg.scaling_n:
         row: dict = {"n": n}
+        predictions: dict[str, list[TablePrediction]] = {kind: [] for kind in POLICIES}
+        critical: dict[str, list[int]] = {kind: [] for kind in POLICIES}
         for split in SCALING_SPLITS:
             data = split_data[split]
             for kind in POLICIES:
-                result = evaluate(swarm, data, decisions(swarm, data, kind, n))
+                result = evaluate(swarm, data, decisions(swarm, data, kind, n), predictions[kind], critical[kind])
                 for task in ("cta", "cpa"):
                     row[f"{kind}_{split}_{task}_micro_f1"] = round(result[task]["micro_f1"], 4)
                 row[f"{kind}_{split}_mean_subagents"] = result["spawn"]["mean_subagents"]
                 row[f"{kind}_{split}_critical_steps"] = result["spawn"]["mean_critical_steps"]
                 row[f"{kind}_{split}_total_steps"] = result["spawn"]["mean_total_steps"]
+        for kind in POLICIES:
+            mix = pooled(mix_examples, predictions[kind], critical[kind])
+            for task in ("cta", "cpa"):
+                row[f"{kind}_mix_{task}_f1_per_critical_step"] = mix["f1_per_critical_step"][task]
         scaling_rows.append(row)
         if n > 0:
             batched, sequential = time_subagents(subagents[names[0]], split_data["wide"], n, cfg.timing_tables,
@@ -349,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"phase4: error: {exc}\n")
     print("phase4: CTA micro-F1 on wide  " + "  ".join(
         f"{kind} {scores[kind]['cta']['wide']['micro_f1']:.1f}" for kind in POLICIES if "wide" in scores[kind]["cta"]))
+    print("phase4: CTA micro-F1 per critical step on " + "+".join(SCALING_SPLITS) + "  " + "  ".join(
+        f"{kind} {scores[kind]['mix']['f1_per_critical_step']['cta']:.2f}" for kind in POLICIES))
     return 0
 
 

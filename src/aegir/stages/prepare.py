@@ -5,7 +5,8 @@ splits are added whatever the source, serialized with the same params: `real` (r
 from pip-package data, `aegir.data.real`), so that every model and baseline is also scored on
 real tables, and `wide` (synthetic tables of 15–40 columns, `aegir.data.synth.generate_wide`),
 where the shared byte budget leaves each column little. Both are independent of the training
-data, so they are added with `source: sotab` too.
+data, so they are added with `source: sotab` too. So is `wide_train` (`SWARM_TRAIN_SPLIT`): more
+synthetic many-column tables, on which only Phase 4's spawning policy and merge train.
 
 With `prepare.train_views` > 1 the `train` split also holds shuffled views of every training
 table (rows and non-subject columns reordered, a few cells blanked: `aegir.data.augment`), so
@@ -35,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from aegir import atomic
-from aegir.config import EVAL_ONLY_SPLITS, SOURCE_SPLITS, TRAIN_SPLIT, Params, PrepareConfig, load_params
+from aegir.config import EVAL_ONLY_SPLITS, SOURCE_SPLITS, SWARM_TRAIN_SPLIT, TRAIN_SPLIT, Params, PrepareConfig, load_params
 from aegir.data.augment import table_views
 from aegir.data.serialize import serialize_table
 from aegir.data.table import Table
@@ -156,14 +157,17 @@ def load_source_tables(params: Params, on_skip: Callable[[str, DataError], None]
 
 
 def load_eval_only_tables(params: Params) -> dict[str, list[Table]]:
-    """The evaluation-only splits (`aegir.config.EVAL_ONLY_SPLITS`), whatever the source: `real`
-    and the many-column `wide` tables of the synthetic generator (`synthetic.wide_*`)."""
+    """The splits built whatever the source: the evaluation-only ones
+    (`aegir.config.EVAL_ONLY_SPLITS`: `real` and the many-column `wide` tables of the synthetic
+    generator, `synthetic.wide_*`), then Phase 4's `wide_train` (`SWARM_TRAIN_SPLIT`)."""
     from aegir.data.real import SPLIT as REAL, build_real_tables
     from aegir.data.synth import WIDE_SPLIT, generate_wide
 
     builders = {REAL: build_real_tables, WIDE_SPLIT: lambda: generate_wide(params.synthetic)}
     assert set(builders) == set(EVAL_ONLY_SPLITS)
-    return {split: builders[split]() for split in EVAL_ONLY_SPLITS}
+    tables = {split: builders[split]() for split in EVAL_ONLY_SPLITS}
+    tables[SWARM_TRAIN_SPLIT] = generate_wide(params.synthetic, SWARM_TRAIN_SPLIT)
+    return tables
 
 
 def with_training_views(tables: list[Table], cfg: PrepareConfig) -> list[Table]:
@@ -172,7 +176,7 @@ def with_training_views(tables: list[Table], cfg: PrepareConfig) -> list[Table]:
 
 
 def load_tables(params: Params, on_skip: Callable[[str, DataError], None]) -> dict[str, list[Table]]:
-    """Every split's tables (`aegir.config.SPLITS`, in that order); `train` with its views."""
+    """Every split's tables (`aegir.config.PREPARED_SPLITS`, in that order); `train` with its views."""
     tables = {**load_source_tables(params, on_skip), **load_eval_only_tables(params)}
     tables[TRAIN_SPLIT] = with_training_views(tables[TRAIN_SPLIT], params.prepare)
     return tables

@@ -23,6 +23,9 @@ nothing carries over from the previous table. The splits differ only in how tabl
   a wide table repeats properties it already shows, each repeat with its own format and case
   (a price in two notations, a second date column): labels still from the vocabulary, and a
   repeated CPA label is the same relation written twice.
+* `wide_train` (`generate_wide(cfg, SWARM_TRAIN_SPLIT)`): more tables drawn as `wide` is,
+  other tables (the split name is in every seed), on which only Phase 4's spawning policy and
+  merge train.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import random
 from dataclasses import dataclass
 from functools import lru_cache
 
-from aegir.config import SOURCE_SPLITS, SyntheticConfig
+from aegir.config import SOURCE_SPLITS, SWARM_TRAIN_SPLIT, SyntheticConfig
 from aegir.data.table import Table
 from aegir.errors import AegirError, ConfigError
 from aegir.labels import cpa_vocab, cta_vocab
@@ -41,6 +44,7 @@ from .domains import DOMAIN_NAMES, DOMAINS, Domain, Prop, SubjectVariant
 from .kinds import Kind
 
 WIDE_SPLIT = "wide"  # the evaluation-only split of many-column tables (`generate_wide`)
+WIDE_SPLITS = (WIDE_SPLIT, SWARM_TRAIN_SPLIT)  # the splits of many-column tables
 MISSING_TOKENS: tuple[str | None, ...] = (None, "", "N/A", "-", "null")
 HEAVY_MISSING = (0.3, 0.6)  # rate range of the heavily missing columns of the missing_values split
 CUE_RATES = (0.0, 0.3, 0.6, 0.9)  # per site: chance that a name or description carries a clue to its class
@@ -227,7 +231,7 @@ def generate_table(cfg: SyntheticConfig, split: str, index: int) -> Table:
     rng = ctx.rng
 
     n_rows = rng.randint(cfg.min_rows, cfg.max_rows)
-    wide = split == WIDE_SPLIT
+    wide = split in WIDE_SPLITS
     n_columns = rng.randint(cfg.wide_min_columns, cfg.wide_max_columns) if wide else rng.randint(cfg.min_columns, cfg.max_columns)
     subject_cta, schema = domain.subject_cta, domain
     if not hard:
@@ -334,11 +338,15 @@ def generate_split(cfg: SyntheticConfig, split: str) -> list[Table]:
     return [generate_table(cfg, split, i) for i in range(cfg.tables_in(split))]
 
 
-def generate_wide(cfg: SyntheticConfig) -> list[Table]:
-    """The evaluation-only `wide` split: `cfg.wide_tables` tables of `wide_min_columns` …
-    `wide_max_columns` columns (module docstring), in index order; never trained on."""
+def generate_wide(cfg: SyntheticConfig, split: str = WIDE_SPLIT) -> list[Table]:
+    """A split of many-column tables (`wide_min_columns` … `wide_max_columns` columns, module
+    docstring), in index order: the evaluation-only `wide` (`cfg.wide_tables` tables, never
+    trained on) or Phase 4's `wide_train` (`cfg.wide_train_tables`)."""
+    if split not in WIDE_SPLITS:
+        raise ConfigError(f"no wide split {split!r}; known: {', '.join(WIDE_SPLITS)}")
     check_schema_labels()
-    return [generate_table(cfg, WIDE_SPLIT, i) for i in range(cfg.wide_tables)]
+    count = cfg.wide_tables if split == WIDE_SPLIT else cfg.wide_train_tables
+    return [generate_table(cfg, split, i) for i in range(count)]
 
 
 def generate_benchmark(cfg: SyntheticConfig) -> dict[str, list[Table]]:
