@@ -206,6 +206,10 @@ def test_phase4_reports_the_swarm_and_a_killed_run_resumes_to_the_same_bytes(tin
             assert wide["f1_per_critical_step"][task] == pytest.approx(
                 scores[kind][task]["wide"]["micro_f1"] / wide["mean_critical_steps"], abs=1e-3)
     assert scores["never"]["mix"]["mean_critical_steps"] <= scores["always"]["mix"]["mean_critical_steps"]
+    # the learned policy's spawning per table domain and split, for the report's heatmap
+    by_domain = scores["spawning"]["subagents_by_domain"]
+    assert by_domain and set().union(*(set(row) for row in by_domain.values())) == set(scores["learned"]["cta"])
+    assert all(0 <= v <= cap + 10 for row in by_domain.values() for v in row.values())
     # the training charged each decision's added critical steps (phase4.step_cost)
     live = json.loads((tiny_phase1 / "s4/metrics/live/metrics.json").read_text())
     assert live["reward"]["extra_critical_steps"] >= 0

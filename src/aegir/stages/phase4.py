@@ -253,9 +253,11 @@ def pooled(examples: list[Example], predictions: list[TablePrediction], critical
 
 
 def evaluate(swarm: Swarm, data: SplitData, chosen: list[tuple[int, int, bool]],
-             predictions: list[TablePrediction] | None = None, critical: list[int] | None = None) -> dict:
+             predictions: list[TablePrediction] | None = None, critical: list[int] | None = None,
+             spawned: list[int] | None = None) -> dict:
     """F1 (with supports) of one variant's decisions on a split, and its spawning statistics;
-    `predictions` and `critical`, when given, receive each table's labels and critical steps."""
+    `predictions`, `critical` and `spawned`, when given, receive each table's labels, critical
+    steps and sub-agents (wide and deep)."""
     results = swarm.run(data.views, chosen, data.cache)
     predictions = [] if predictions is None else predictions
     first = len(predictions)
@@ -266,6 +268,8 @@ def evaluate(swarm: Swarm, data: SplitData, chosen: list[tuple[int, int, bool]],
                                            cpa_i[:, None].numpy(), cpa_p[:, None].numpy()))
     if critical is not None:
         critical += [r.critical_steps for r in results]
+    if spawned is not None:
+        spawned += [r.subagents + len(r.deep_columns) for r in results]
     result = score(data.examples, predictions[first:])
     m = max(1, len(results))
     mean_critical = sum(r.critical_steps for r in results) / m
@@ -337,14 +341,20 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
     split_data = {}
     mix_predictions: dict[str, list[TablePrediction]] = {kind: [] for kind in POLICIES}
     mix_critical: dict[str, list[int]] = {kind: [] for kind in POLICIES}
+    by_domain: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     for split in progress_bar(EVAL_SPLITS, desc="phase4 evaluate", unit="split"):
         count = len(read_split(data_dir, split))
         rows = list(range(min(cfg.eval_tables, count))) if cfg.eval_tables else None
         data = split_data[split] = load_split(split, data_dir, orch, subagents, params, family, rows)
         for kind in POLICIES:
             in_mix = split in SCALING_SPLITS
+            spawned: list[int] = []
             result = evaluate(swarm, data, decisions(swarm, data, kind, cfg.max_subagents),
-                              mix_predictions[kind] if in_mix else None, mix_critical[kind] if in_mix else None)
+                              mix_predictions[kind] if in_mix else None, mix_critical[kind] if in_mix else None,
+                              spawned)
+            if kind == "learned":
+                for example, count in zip(data.examples, spawned):
+                    by_domain[example.domain or "unknown"][split].append(count)
             for key in ("cta", "cpa", "spawn"):
                 scores[kind][key][split] = result[key]
     mix_examples = [e for split in SCALING_SPLITS for e in split_data[split].examples]
@@ -375,6 +385,10 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
                                     "sequential_seconds_per_table": round(sequential, 5),
                                     "speedup": round(sequential / max(batched, 1e-9), 3)}
 
+    # the learned policy's spawning per table domain and split (the report draws it as a heatmap)
+    scores["spawning"] = {"subagents_by_domain": {
+        domain: {split: round(sum(v) / len(v), 4) for split, v in by_domain[domain].items()}
+        for domain in sorted(by_domain)}}
     scores["options"] = list(options)
     scores["families"] = family_names
     scores["merge"] = {"primary": merge.primary.detach().tolist(), "wide": merge.wide.detach().tolist(),
