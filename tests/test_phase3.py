@@ -206,6 +206,15 @@ def test_phase4_reports_the_swarm_and_a_killed_run_resumes_to_the_same_bytes(tin
             assert wide["f1_per_critical_step"][task] == pytest.approx(
                 scores[kind][task]["wide"]["micro_f1"] / wide["mean_critical_steps"], abs=1e-3)
     assert scores["never"]["mix"]["mean_critical_steps"] <= scores["always"]["mix"]["mean_critical_steps"]
+    # where deep search helps: never against deep search alone, on X/name, X/description columns and the rest
+    for split, effect in scores["deep_search"].items():
+        never, deep = effect["never"], effect["deep"]
+        assert never["family_columns"] == deep["family_columns"] and never["other_columns"] == deep["other_columns"]
+        assert never["family_columns"] + never["other_columns"] > 0
+        assert deep["mean_critical_steps"] >= never["mean_critical_steps"], split  # its round waits for the merge
+        assert all(0 <= x[key] <= 100 for x in (never, deep) for key in ("family_cta", "other_cta"))
+    assert set(scores["deep_search"]) == set(scores["learned"]["cta"])
+    assert any(e["deep"]["mean_critical_steps"] > e["never"]["mean_critical_steps"] for e in scores["deep_search"].values())
     # the learned policy's spawning per table domain and split, for the report's heatmap
     by_domain = scores["spawning"]["subagents_by_domain"]
     assert by_domain and set().union(*(set(row) for row in by_domain.values())) == set(scores["learned"]["cta"])

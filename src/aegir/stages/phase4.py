@@ -33,7 +33,8 @@ Outputs:
               and real-table micro-F1 of the learned policy, `swarm`), scores.json (micro/macro
               F1 per split of `learned`, `never`, `always` with supports, spawning and
               deep-search statistics, critical steps, F1 per critical step; `mix`: the
-              scaling splits pooled), scaling.json (DVC plots: one row per n, the pooled F1
+              scaling splits pooled; `deep_search`: never spawning against deep search alone
+              on the `X/name`/`X/description` columns and the rest, per split), scaling.json (DVC plots: one row per n, the pooled F1
               per critical step included), wall.json (DVC metrics: wall minutes) and timing.json (wall clock, sub-agent
               reads, batched vs sequential seconds) — the outputs a rerun does not reproduce,
               live/ (DVCLive curves: rewards, spawned sub-agents, losses)
@@ -252,6 +253,38 @@ def pooled(examples: list[Example], predictions: list[TablePrediction], critical
             "f1_per_critical_step": per_critical_step(result, mean_critical)}
 
 
+def family_accuracy(examples: list[Example], predictions: list[TablePrediction], family: torch.Tensor) -> dict:
+    """CTA accuracy (= micro-F1: every column gets a label) in percent on the columns whose
+    gold label has a family (`X/name`, `X/description`: what deep search is for) and on the
+    other labelled columns, with their counts."""
+    hits = {True: 0, False: 0}
+    counts = {True: 0, False: 0}
+    for example, prediction in zip(examples, predictions):
+        for gold, predicted in zip(example.cta_labels.tolist(), prediction.cta_ids[:, 0].tolist()):
+            if gold < 0:
+                continue
+            in_family = int(family[gold]) >= 0
+            counts[in_family] += 1
+            hits[in_family] += int(gold == predicted)
+    return {"family_columns": counts[True], "other_columns": counts[False],
+            "family_cta": round(100.0 * hits[True] / max(1, counts[True]), 4),
+            "other_cta": round(100.0 * hits[False] / max(1, counts[False]), 4)}
+
+
+def deep_search_effect(swarm: Swarm, data: SplitData, family: torch.Tensor) -> dict:
+    """Where deep search helps: never spawning against deep search alone (no wide sub-agents;
+    the first specialist re-reads every column whose top label has a family), CTA on the
+    family-label columns and on the rest, and the critical steps each costs."""
+    out = {}
+    for kind, chosen in (("never", [(0, 0, False)] * len(data.views)), ("deep", [(0, 0, True)] * len(data.views))):
+        predictions: list[TablePrediction] = []
+        critical: list[int] = []
+        evaluate(swarm, data, chosen, predictions, critical)
+        out[kind] = {**family_accuracy(data.examples, predictions, family),
+                     "mean_critical_steps": round(sum(critical) / max(1, len(critical)), 4)}
+    return out
+
+
 def evaluate(swarm: Swarm, data: SplitData, chosen: list[tuple[int, int, bool]],
              predictions: list[TablePrediction] | None = None, critical: list[int] | None = None,
              spawned: list[int] | None = None) -> dict:
@@ -342,6 +375,7 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
     mix_predictions: dict[str, list[TablePrediction]] = {kind: [] for kind in POLICIES}
     mix_critical: dict[str, list[int]] = {kind: [] for kind in POLICIES}
     by_domain: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    deep_effect: dict[str, dict] = {}
     for split in progress_bar(EVAL_SPLITS, desc="phase4 evaluate", unit="split"):
         count = len(read_split(data_dir, split))
         rows = list(range(min(cfg.eval_tables, count))) if cfg.eval_tables else None
@@ -357,6 +391,7 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
                     by_domain[example.domain or "unknown"][split].append(count)
             for key in ("cta", "cpa", "spawn"):
                 scores[kind][key][split] = result[key]
+        deep_effect[split] = deep_search_effect(swarm, data, family)
     mix_examples = [e for split in SCALING_SPLITS for e in split_data[split].examples]
     for kind in POLICIES:  # the scaling splits as one pool: narrow and wide tables together
         scores[kind]["mix"] = pooled(mix_examples, mix_predictions[kind], mix_critical[kind])
@@ -389,6 +424,7 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
     scores["spawning"] = {"subagents_by_domain": {
         domain: {split: round(sum(v) / len(v), 4) for split, v in by_domain[domain].items()}
         for domain in sorted(by_domain)}}
+    scores["deep_search"] = deep_effect
     scores["options"] = list(options)
     scores["families"] = family_names
     scores["merge"] = {"primary": merge.primary.detach().tolist(), "wide": merge.wide.detach().tolist(),
