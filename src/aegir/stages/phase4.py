@@ -116,12 +116,13 @@ def load_training(data_dir: Path, orch: SwarmOrchestrator, subagents: dict, para
     """Phase 4's training tables: `train_tables` of `train` (a seeded sample), then the first
     `wide_train_tables` of `wide_train`, as one list with one sub-agent cache."""
     cfg: Phase4Config = params.phase4
-    count = len(read_split(data_dir, TRAIN_SPLIT))
+    train = read_split(data_dir, TRAIN_SPLIT)
+    count = len(train)
     check_config(cfg.train_tables <= count, "phase4.train_tables",
                  f"asks for {cfg.train_tables} tables; {split_path(data_dir, TRAIN_SPLIT)} has {count}")
     rows = sorted(np.random.default_rng([cfg.seed, 4]).permutation(count)[:cfg.train_tables].tolist())
     examples = load_examples(data_dir, TRAIN_SPLIT)
-    tables = tables_from_arrow(read_split(data_dir, TRAIN_SPLIT))
+    tables = tables_from_arrow(train)
     examples, tables = [examples[i] for i in rows], [tables[i] for i in rows]
     if cfg.wide_train_tables:
         wide = read_split(data_dir, SWARM_TRAIN_SPLIT)
@@ -271,18 +272,17 @@ def family_accuracy(examples: list[Example], predictions: list[TablePrediction],
             "other_cta": round(100.0 * hits[False] / max(1, counts[False]), 4)}
 
 
-def deep_search_effect(swarm: Swarm, data: SplitData, family: torch.Tensor) -> dict:
-    """Where deep search helps: never spawning against deep search alone (no wide sub-agents;
-    the first specialist re-reads every column whose top label has a family), CTA on the
-    family-label columns and on the rest, and the critical steps each costs."""
-    out = {}
-    for kind, chosen in (("never", [(0, 0, False)] * len(data.views)), ("deep", [(0, 0, True)] * len(data.views))):
-        predictions: list[TablePrediction] = []
-        critical: list[int] = []
-        evaluate(swarm, data, chosen, predictions, critical)
-        out[kind] = {**family_accuracy(data.examples, predictions, family),
-                     "mean_critical_steps": round(sum(critical) / max(1, len(critical)), 4)}
-    return out
+def deep_search_effect(swarm: Swarm, data: SplitData, family: torch.Tensor,
+                       never: tuple[list[TablePrediction], list[int]]) -> dict:
+    """Where deep search helps: never spawning (its predictions and critical steps, `never`, as
+    the stage already scored them) against deep search alone (no wide sub-agents; the first
+    specialist re-reads every column whose top label has a family), CTA on the family-label
+    columns and on the rest, and the critical steps each costs."""
+    predictions: list[TablePrediction] = []
+    critical: list[int] = []
+    evaluate(swarm, data, [(0, 0, True)] * len(data.views), predictions, critical)
+    return {kind: {**family_accuracy(data.examples, p, family), "mean_critical_steps": round(sum(c) / max(1, len(c)), 4)}
+            for kind, (p, c) in (("never", never), ("deep", (predictions, critical)))}
 
 
 def evaluate(swarm: Swarm, data: SplitData, chosen: list[tuple[int, int, bool]],
@@ -309,7 +309,7 @@ def evaluate(swarm: Swarm, data: SplitData, chosen: list[tuple[int, int, bool]],
     result["spawn"] = {
         "mean_subagents": round(sum(r.subagents + len(r.deep_columns) for r in results) / m, 4),
         "mean_wide_subagents": round(sum(r.subagents for r in results) / m, 4),
-        "mean_critical_steps": round(sum(r.critical_steps for r in results) / m, 4),
+        "mean_critical_steps": round(mean_critical, 4),
         "mean_total_steps": round(sum(r.total_steps for r in results) / m, 4),
         "deep_rate": round(sum(r.deep for r in results) / m, 4),
         "f1_per_critical_step": per_critical_step(result, mean_critical),
@@ -372,8 +372,7 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
     scaling_rows = []
     timing_rows: dict[str, dict] = {}
     split_data = {}
-    mix_predictions: dict[str, list[TablePrediction]] = {kind: [] for kind in POLICIES}
-    mix_critical: dict[str, list[int]] = {kind: [] for kind in POLICIES}
+    predicted: dict[tuple[str, str], tuple[list[TablePrediction], list[int]]] = {}  # (kind, split) → labels, steps
     by_domain: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     deep_effect: dict[str, dict] = {}
     for split in progress_bar(EVAL_SPLITS, desc="phase4 evaluate", unit="split"):
@@ -381,35 +380,36 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
         rows = list(range(min(cfg.eval_tables, count))) if cfg.eval_tables else None
         data = split_data[split] = load_split(split, data_dir, orch, subagents, params, family, rows)
         for kind in POLICIES:
-            in_mix = split in SCALING_SPLITS
+            predictions: list[TablePrediction] = []
+            critical: list[int] = []
             spawned: list[int] = []
-            result = evaluate(swarm, data, decisions(swarm, data, kind, cfg.max_subagents),
-                              mix_predictions[kind] if in_mix else None, mix_critical[kind] if in_mix else None,
+            predicted[(kind, split)] = (predictions, critical)
+            result = evaluate(swarm, data, decisions(swarm, data, kind, cfg.max_subagents), predictions, critical,
                               spawned)
             if kind == "learned":
                 for example, count in zip(data.examples, spawned):
                     by_domain[example.domain or "unknown"][split].append(count)
             for key in ("cta", "cpa", "spawn"):
                 scores[kind][key][split] = result[key]
-        deep_effect[split] = deep_search_effect(swarm, data, family)
+        deep_effect[split] = deep_search_effect(swarm, data, family, predicted[("never", split)])
     mix_examples = [e for split in SCALING_SPLITS for e in split_data[split].examples]
     for kind in POLICIES:  # the scaling splits as one pool: narrow and wide tables together
-        scores[kind]["mix"] = pooled(mix_examples, mix_predictions[kind], mix_critical[kind])
+        scores[kind]["mix"] = pooled(mix_examples, [p for split in SCALING_SPLITS for p in predicted[(kind, split)][0]],
+                                     [c for split in SCALING_SPLITS for c in predicted[(kind, split)][1]])
     for n in cfg.scaling_n:
         row: dict = {"n": n}
-        predictions: dict[str, list[TablePrediction]] = {kind: [] for kind in POLICIES}
-        critical: dict[str, list[int]] = {kind: [] for kind in POLICIES}
+        at_n: dict[str, tuple[list[TablePrediction], list[int]]] = {kind: ([], []) for kind in POLICIES}
         for split in SCALING_SPLITS:
             data = split_data[split]
             for kind in POLICIES:
-                result = evaluate(swarm, data, decisions(swarm, data, kind, n), predictions[kind], critical[kind])
+                result = evaluate(swarm, data, decisions(swarm, data, kind, n), *at_n[kind])
                 for task in ("cta", "cpa"):
                     row[f"{kind}_{split}_{task}_micro_f1"] = round(result[task]["micro_f1"], 4)
                 row[f"{kind}_{split}_mean_subagents"] = result["spawn"]["mean_subagents"]
                 row[f"{kind}_{split}_critical_steps"] = result["spawn"]["mean_critical_steps"]
                 row[f"{kind}_{split}_total_steps"] = result["spawn"]["mean_total_steps"]
         for kind in POLICIES:
-            mix = pooled(mix_examples, predictions[kind], critical[kind])
+            mix = pooled(mix_examples, *at_n[kind])
             for task in ("cta", "cpa"):
                 row[f"{kind}_mix_{task}_f1_per_critical_step"] = mix["f1_per_critical_step"][task]
         scaling_rows.append(row)
