@@ -35,6 +35,7 @@ def test_project_params_parse():
         ({"synthetic": {"wide_train_tables": 0}}, "synthetic.wide_train_tables"),
         ({"phase4": {"wide_train_tables": -1}}, "phase4.wide_train_tables"),
         ({"phase4": {"step_cost": 5.0}}, "phase4.step_cost"),
+        ({"agents": {"primary": {"train_tables": 0}}}, "agents.train_tables"),
     ],
 )
 def test_bad_params_name_the_key(raw, key):

@@ -32,6 +32,28 @@ def tiny_setup(tmp_path_factory):
     return root
 
 
+def test_an_agent_capped_at_n_train_tables_reads_the_first_n_of_its_domains(tiny_setup):
+    """`agents.<a>.train_tables: n`: the first n tables of the `train` split, then the domain
+    filter, in the split's order (so that more prepared tables leave the agent's data as it was);
+    more tables than the split holds fail naming the file."""
+    from aegir.config import AgentConfig
+    from aegir.data.dataset import load_examples
+    from aegir.errors import DataError
+    from aegir.stages.phase1 import training_examples
+
+    data = tiny_setup / "data"
+    every = load_examples(data, "train")
+    assert [e.table_id for e in training_examples(data, AgentConfig())] == [e.table_id for e in every]
+    first = [e.table_id for e in training_examples(data, AgentConfig(train_tables=25))]
+    assert first == [e.table_id for e in every[:25]]
+    domains = tuple(sorted({e.domain for e in every[:25]}))[:2]
+    capped = training_examples(data, AgentConfig(domains=domains, train_tables=25))
+    assert [e.table_id for e in capped] == [e.table_id for e in every[:25] if e.domain in domains]
+    assert 0 < len(capped) < len([e for e in every if e.domain in domains])
+    with pytest.raises(DataError, match=r"train\.parquet.*asks for 61 tables; the split has 60"):
+        training_examples(data, AgentConfig(train_tables=61))
+
+
 def phase1_cmd(run: str, agent: str = "primary") -> list[str]:
     return ["-m", "aegir.stages.phase1", "--agent", agent, "--params", "params.yaml", "--data", "data",
             "--out", f"{run}/model", "--metrics", f"{run}/metrics", "--state", f"{run}/state"]

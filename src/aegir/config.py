@@ -33,7 +33,8 @@ DOMAINS = (
 # tables) on which Phase 4 trains its spawning policy and merge, so that the policy meets wide
 # tables in training; no model of Phases 1–3 reads it and no report scores it.
 SOURCE_SPLITS = ("train", "valid", "test", "corner_cases", "missing_values", "format_heterogeneity")
-EVAL_ONLY_SPLITS = ("real", "wide")
+REAL_SPLIT = "real"  # the real-table development set (aegir.data.real): scored, never trained on
+EVAL_ONLY_SPLITS = (REAL_SPLIT, "wide")
 SPLITS = SOURCE_SPLITS + EVAL_ONLY_SPLITS
 TRAIN_SPLIT = "train"
 SWARM_TRAIN_SPLIT = "wide_train"
@@ -149,12 +150,15 @@ class AgentConfig:
     domains: tuple[str, ...] = ()  # train only on tables of these domains; empty = all
     seed: int = 0  # init and batch-order seed
     epochs: int | None = None  # overrides phase1.epochs for this agent
+    train_tables: int | None = None  # train on the first this many `train` tables (before `domains`); None: all
 
     def __post_init__(self) -> None:
         unknown = [d for d in self.domains if d not in DOMAINS]
         check_config(not unknown, "agents.domains", f"unknown domain(s) {unknown}; known: {', '.join(DOMAINS)}")
         check_config(self.epochs is None or 1 <= self.epochs <= 10_000, "agents.epochs",
                f"must be in [1, 10000], got {self.epochs}")
+        check_config(self.train_tables is None or 1 <= self.train_tables <= 10_000_000, "agents.train_tables",
+               f"must be in [1, 10000000], got {self.train_tables}")
 
 
 @dataclass(frozen=True)

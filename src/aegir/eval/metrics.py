@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from aegir.config import REAL_SPLIT
+
 
 @dataclass(frozen=True)
 class F1Scores:
@@ -103,7 +105,6 @@ def confusions(gold: Sequence[str | None], pred: Sequence[str | None], top: int 
 
 
 
-REAL_SPLIT = "real"  # the real-table development set (aegir.data.real)
 NOT_BENCHMARK = ("train", "valid", REAL_SPLIT)  # trained on, selected on, or real
 
 

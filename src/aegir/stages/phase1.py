@@ -53,9 +53,9 @@ from dvclive import Live
 from aegir import atomic
 from aegir.config import (EVAL_SPLITS, SPLITS, TRAIN_SPLIT, AgentConfig, Params, Phase1Config, PrepareConfig,
                           ReadingConfig, build, load_params)
-from aegir.data.dataset import Example, collate, length_grouped_batches, load_examples
-from aegir.data.prepared import fingerprint as data_fingerprint
-from aegir.errors import AegirError, ConfigError
+from aegir.data.dataset import Example, collate, examples_from_arrow, length_grouped_batches, load_examples
+from aegir.data.prepared import fingerprint as data_fingerprint, read_split, split_path
+from aegir.errors import AegirError, ConfigError, DataError
 from aegir.eval.grouped import predict_tables, split_reads
 from aegir.eval.metrics import headline, wall_minutes
 from aegir.eval.predict import TablePrediction, predict, score
@@ -107,8 +107,17 @@ def evaluate(model: torch.nn.Module, examples: list[Example], batch_size: int,
 
 def training_examples(data_dir: Path, agent: AgentConfig) -> list[Example]:
     """What an agent trains on: the `train` split's tables of its domains, nothing else (the
-    evaluation splits, `real` among them, are only ever scored)."""
-    return load_examples(data_dir, TRAIN_SPLIT, agent.domains)
+    evaluation splits, `real` among them, are only ever scored); with `train_tables`, only
+    among the split's first that many tables (a table is a function of its index, so a larger
+    `synthetic.train_tables` leaves such an agent's data as it was)."""
+    arrow = read_split(data_dir, TRAIN_SPLIT)
+    if agent.train_tables is not None:
+        if agent.train_tables > arrow.num_rows:
+            raise DataError(split_path(data_dir, TRAIN_SPLIT),
+                            f"agents.train_tables asks for {agent.train_tables} tables; the split has "
+                            f"{arrow.num_rows} (synthetic.train_tables)")
+        arrow = arrow.slice(0, agent.train_tables)
+    return examples_from_arrow(arrow, split_path(data_dir, TRAIN_SPLIT), agent.domains)
 
 
 def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metrics_dir: Path,
@@ -242,9 +251,8 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
         atomic.write_json(metrics_dir / "scores.json", scores)
         atomic.write_json(metrics_dir / "metrics.json",
                           {agent_name: headline({task: scores[task] for task in ("cta", "cpa")})})
-        wall = time.perf_counter() - started
-        atomic.write_json(metrics_dir / "timing.json", {"wall_seconds": round(wall, 1),
-                                                        "resumed_at_step": progress.step})
+        wall = round(time.perf_counter() - started, 1)  # the seconds timing.json gives, as phase3 and phase4
+        atomic.write_json(metrics_dir / "timing.json", {"wall_seconds": wall, "resumed_at_step": progress.step})
         atomic.write_json(metrics_dir / "wall.json", wall_minutes(f"phase1_{agent_name}", wall))
         live.end()
     return scores

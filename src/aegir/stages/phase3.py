@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shutil
 import time
 from collections import defaultdict
 from dataclasses import asdict
@@ -79,7 +78,7 @@ from aegir.swarm.orchestrator import (
     build_orchestrator,
 )
 from aegir.swarm.specialist import checkpoint_fingerprint, load_agents
-from aegir.train.resume import TrainingProgress, fingerprint, load_state, restore_snapshot, save_state
+from aegir.train.resume import TrainingProgress, fingerprint, load_state, resumed_live, save_state
 from aegir.train.schedule import learning_rate
 from aegir.train.step import OneThreadWorkers, process_shard, worker_threads
 
@@ -154,18 +153,9 @@ def train_run(orch: SwarmOrchestrator, run: str, params: Params, train: list[Exa
     trainable = list(orch.trainable_parameters().values())
     S = orch.num_specialists
 
-    if accelerator.is_main_process:
-        # the curves restart with the run: empty, or as they were when the state was saved
-        shutil.rmtree(live_dir, ignore_errors=True)
-        if progress.step > 0:
-            restore_snapshot(state_dir, live_dir)
-            accelerator.print(f"resuming phase3 {run} at step {progress.step}/{cfg.steps}")
-    live = (Live(dir=str(live_dir), resume=progress.step > 0, save_dvc_exp=False, dvcyaml=False)
-            if accelerator.is_main_process else None)
-    if live is not None and progress.step > 0:
-        # DVCLive resumes one step past the snapshot's; back to it, so that a run resumed at its
-        # end writes the summary an uninterrupted run wrote (a resumed run logs at its own steps)
-        live.step = live.read_step()
+    if progress.step > 0:
+        accelerator.print(f"resuming phase3 {run} at step {progress.step}/{cfg.steps}")
+    live = resumed_live(state_dir, live_dir, progress.step) if accelerator.is_main_process else None
 
     batches_per_epoch = math.ceil(len(train) / cfg.batch_size)
     epoch_batches: dict[int, list[list[int]]] = {}

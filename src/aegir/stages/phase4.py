@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import shutil
 import time
 from collections import defaultdict
 from dataclasses import asdict
@@ -53,7 +52,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from dvclive import Live
 
 from aegir import atomic
 from aegir.config import EVAL_SPLITS, SWARM_TRAIN_SPLIT, TRAIN_SPLIT, Params, Phase4Config, load_params
@@ -83,7 +81,7 @@ from aegir.swarm.spawn import (
 )
 from aegir.swarm.swarm import Swarm, save_swarm, table_views
 from aegir.swarm.specialist import checkpoint_fingerprint, load_agents
-from aegir.train.resume import TrainingProgress, fingerprint, load_state, restore_snapshot, save_state
+from aegir.train.resume import TrainingProgress, fingerprint, load_state, resumed_live, save_state
 
 SCALING_SPLITS = ("test", "corner_cases", "wide")  # where the scaling curve is measured
 POLICIES = ("learned", "never", "always")
@@ -158,15 +156,9 @@ def train(policy: SpawnPolicy, merge: SwarmMerge, data: SplitData, names: list[s
     # resume (it starts empty mid-run) than in an uninterrupted run.
     data.cache.fill(key for t, view in enumerate(data.views) for g in policy.options for name in names
                     for key in decision_keys(t, view, g, name, deep=True))
-    shutil.rmtree(live_dir, ignore_errors=True)
     if progress.step > 0:
-        restore_snapshot(state_dir, live_dir)
         print(f"resuming phase4 at step {progress.step}/{cfg.steps}")
-    live = Live(dir=str(live_dir), resume=progress.step > 0, save_dvc_exp=False, dvcyaml=False)
-    if progress.step > 0:
-        # DVCLive resumes one step past the snapshot's; back to it, so that a run resumed at its
-        # end writes the summary an uninterrupted run wrote (a resumed run logs at its own steps)
-        live.step = live.read_step()
+    live = resumed_live(state_dir, live_dir, progress.step)
     n = len(data.views)
     per_epoch = math.ceil(n / cfg.batch_size)
     sums: dict[str, float] = defaultdict(float)

@@ -80,6 +80,25 @@ def restore_snapshot(directory: str | Path, destination: str | Path) -> bool:
     return True
 
 
+def resumed_live(state_dir: str | Path, live_dir: str | Path, resumed_at: int):
+    """A DVCLive logger for a run that starts at step `resumed_at` (0: from scratch).
+
+    The curves restart with the run: `live_dir` is emptied, and on a resume refilled from the
+    snapshot saved with the state, so they read as they did when the state was saved. DVCLive
+    resumes one step past its last logged step; the logger is set back to that step, so that a
+    run resumed at its end writes the summary an uninterrupted run wrote (a resumed run logs at
+    its own steps)."""
+    from dvclive import Live
+
+    shutil.rmtree(live_dir, ignore_errors=True)
+    if resumed_at > 0:
+        restore_snapshot(state_dir, live_dir)
+    live = Live(dir=str(live_dir), resume=resumed_at > 0, save_dvc_exp=False, dvcyaml=False)
+    if resumed_at > 0:
+        live.step = live.read_step()
+    return live
+
+
 def load_state(directory: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                run_fingerprint: str) -> TrainingProgress | None:
     """Restore model + optimizer from `directory`; None when there is no usable state."""

@@ -41,13 +41,14 @@ from pathlib import Path
 from typing import Any
 
 from aegir import atomic
+from aegir.config import REAL_SPLIT
 from aegir.data.real.formats import FORMATS, format_cell
 from aegir.data.real.sources import FAMILIES, Group
 from aegir.data.table import Table
 from aegir.errors import DataError
 from aegir.labels import cpa_vocab, cta_vocab
 
-SPLIT = "real"
+SPLIT = REAL_SPLIT
 LAYOUTS_FILE = "layouts.csv"
 COLUMNS_FILE = "columns.csv"
 GROUP_LOCALE = "group"  # a layout locale meaning "the group's own locale"
