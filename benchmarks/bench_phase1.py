@@ -1,7 +1,7 @@
 """Benchmark: Phase 1 training throughput of the previous code and the current one, in one run.
 
     python benchmarks/bench_phase1.py [--preset cpu] [--steps 10] [--batch-size 16] [--data data/prepared]
-                                      [--baseline-rev REV] [--top 12] [--json out.json]
+                                      [--baseline-rev REV] [--top 12] [--json out.json] [--bf16]
 
 In one process:
 1. the machine's fp32 matmul peak: best GFLOP/s of a 1024×1024 matmul with torch's intra-op
@@ -16,7 +16,8 @@ In one process:
    * after: the current code stepped as Phase 1 steps it now (`aegir.train.step.ShardedStep`:
      one shard per intra-op thread, each shard in its own thread);
    * and, for context, before with one intra-op thread and after on the whole batch with one
-     thread (how much is work saved and how much is the use of the cores);
+     thread (how much is work saved and how much is the use of the cores); with `--bf16`, also
+     after under CPU bf16 autocast (its FLOPs counted as fp32's, against the fp32 peak);
    the paths' steps alternate, so that load from other processes on a shared machine falls on
    all of them alike; each path's median wall time and CPU time per step are reported;
 3. matmul FLOPs of one step of each path (torch's FlopCounterMode: matmuls only, as the peak)
@@ -152,6 +153,9 @@ def main() -> None:
     parser.add_argument("--baseline-rev", default=BASELINE_REV, help="git revision of the 'before' code")
     parser.add_argument("--top", type=int, default=12, help="profiler rows per path")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--bf16", action="store_true",
+                        help="also time the current step under CPU bf16 autocast (matmuls in bf16, the "
+                             "recurrences in fp32: aegir.model.ops.precision)")
     args = parser.parse_args()
 
     threads = torch.get_num_threads()
@@ -178,6 +182,10 @@ def main() -> None:
         TrainingPath("before, 1 thread", before_1, whole_batch(before_1, batch), 1),
         TrainingPath("after, whole batch, 1 thread", after_1, lambda: whole_batch_step(after_1, batch), 1),
     ]
+    if args.bf16:
+        after_bf16 = model(current)
+        sharded_bf16 = ShardedStep(after_bf16, workers, lambda: torch.autocast("cpu", dtype=torch.bfloat16))
+        paths.append(TrainingPath("after, bf16 autocast", after_bf16, lambda: sharded_bf16(batch), threads))
     print(f"preset {args.preset}: {after.num_parameters():,} parameters; batch "
           f"{tuple(batch.byte_ids.shape)}, {real_bytes} real bytes; before = {args.baseline_rev[:12]}")
 

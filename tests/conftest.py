@@ -30,8 +30,8 @@ TINY_PARAMS_OVERRIDE = {
     "baselines": {"max_features": 5000},
     "agents": {
         "primary": {"preset": "tiny", "seed": 0},
-        "places": {"preset": "tiny", "seed": 1},
-        "media": {"preset": "tiny", "seed": 2},
+        "places": {"preset": "tiny", "seed": 1, "train_tables": 40},  # the cap (params.yaml: 9000 of 11200)
+        "media": {"preset": "tiny", "seed": 2, "train_tables": 40},
     },
     "phase1": {"epochs": 1, "batch_size": 8, "max_steps": 6, "warmup_steps": 2, "eval_every": 4,
                "log_every": 2, "checkpoint_every": 3},
