@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from aegir.config import parse_params
@@ -32,3 +33,18 @@ def test_a_missing_data_directory_is_an_aegir_error_from_the_worker(setup, tmp_p
     cfg, _ = setup
     with pytest.raises(AegirError, match="nowhere"):
         run(cfg, tmp_path / "nowhere", processes=2)
+
+
+def test_train_scores_from_the_fit_matrix_equal_a_second_vectorizing(setup):
+    """The stage scores `train` from the matrix the fit built; the pipeline, given the same
+    documents again, predicts the same labels."""
+    from aegir.config import TRAIN_SPLIT
+    from aegir.data.prepared import read_split, tables_from_arrow
+    from aegir.stages.baselines import fit, labelled_columns
+
+    cfg, data = setup
+    docs, labels = labelled_columns(tables_from_arrow(read_split(data, TRAIN_SPLIT)), "cta", cfg.max_cells)
+    model, train_pred = fit(docs, labels, cfg, train_predictions=True)
+    assert len(train_pred) == len(docs) > 50
+    assert train_pred == list(model.predict(docs))
+    assert model[0].transform(docs[:3]).dtype == np.float32  # the fit's matrix: float32 (fit docstring)

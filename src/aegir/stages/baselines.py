@@ -23,6 +23,7 @@ import warnings
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
@@ -53,25 +54,37 @@ def labelled_columns(tables: list[Table], task: str, max_cells: int) -> tuple[li
     return docs, labels
 
 
-def fit(docs: list[str], labels: list[str], cfg: BaselinesConfig):
-    model = make_pipeline(
-        TfidfVectorizer(analyzer="char_wb", ngram_range=(cfg.ngram_min, cfg.ngram_max),
-                        max_features=cfg.max_features, sublinear_tf=True),
-        LogisticRegression(C=cfg.C, max_iter=cfg.max_iter, tol=1e-3, random_state=cfg.seed),
-    )
+def fit(docs: list[str], labels: list[str], cfg: BaselinesConfig, train_predictions: bool = False):
+    """The fitted TF-IDF + logistic-regression pipeline; with `train_predictions`, also its
+    predictions on `docs` themselves, from the matrix the fit built (vectorizing the training
+    documents a second time to score them took a tenth of the stage).
+
+    The TF-IDF matrix is float32, which L-BFGS keeps: fitting and scoring the default CTA task took 83 s
+    instead of 165 s in float64 (11,200 tables, this project's 2-core machine, 2026-11-25), and
+    its scores moved by −0.1 to +0.7 micro-F1 (the capped, tolerance-stopped optimiser ends
+    elsewhere; `real` CTA 69.5 → 70.1)."""
+    vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(cfg.ngram_min, cfg.ngram_max),
+                                 max_features=cfg.max_features, sublinear_tf=True, dtype=np.float32)
+    classifier = LogisticRegression(C=cfg.C, max_iter=cfg.max_iter, tol=1e-3, random_state=cfg.seed)
+    matrix = vectorizer.fit_transform(docs)
     with warnings.catch_warnings():
         # A capped L-BFGS run that has not fully converged is expected here, not a fault.
         warnings.filterwarnings("ignore", message=".*failed to converge.*")
-        return model.fit(docs, labels)
+        classifier.fit(matrix, labels)
+    model = make_pipeline(vectorizer, classifier)
+    return (model, list(classifier.predict(matrix))) if train_predictions else model
 
 
 def task_metrics(cfg: BaselinesConfig, data_dir: Path, task: str) -> dict:
     """Fit the classifier of one task on `train` and score it on every split."""
     tables = {split: tables_from_arrow(read_split(data_dir, split)) for split in SPLITS}
     docs, labels = labelled_columns(tables[TRAIN_SPLIT], task, cfg.max_cells)
-    model = fit(docs, labels, cfg)
+    model, train_pred = fit(docs, labels, cfg, train_predictions=True)
     metrics = {}
     for split in SPLITS:
+        if split == TRAIN_SPLIT:
+            metrics[split] = task_report(labels, train_pred)
+            continue
         docs, gold = labelled_columns(tables[split], task, cfg.max_cells)
         pred = list(model.predict(docs)) if docs else []
         metrics[split] = task_report(gold, pred)
