@@ -55,7 +55,7 @@ import torch
 
 from aegir import atomic
 from aegir.config import EVAL_SPLITS, SWARM_TRAIN_SPLIT, TRAIN_SPLIT, Params, Phase4Config, load_params
-from aegir.data.dataset import Example, epoch_order, load_examples
+from aegir.data.dataset import Example, epoch_order, examples_from_arrow
 from aegir.data.prepared import read_split, split_path, tables_from_arrow
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.errors import AegirError, check_config
@@ -98,12 +98,14 @@ class SplitData:
 
 
 def load_split(name: str, data_dir: Path, orch: SwarmOrchestrator, subagents: dict, params: Params,
-               family: torch.Tensor, rows: list[int] | None = None) -> SplitData:
+               family: torch.Tensor, limit: int = 0) -> SplitData:
+    """The first `limit` tables of split `name` (0: all), its Parquet file read once."""
     cfg: Phase4Config = params.phase4
-    examples = load_examples(data_dir, name)
-    tables = tables_from_arrow(read_split(data_dir, name))
-    if rows is not None:
-        examples, tables = [examples[i] for i in rows], [tables[i] for i in rows]
+    arrow = read_split(data_dir, name)
+    if limit:
+        arrow = arrow.slice(0, limit)
+    examples = examples_from_arrow(arrow, split_path(data_dir, name))
+    tables = tables_from_arrow(arrow)
     views = table_views(orch, examples, cfg.eval_batch_size, family)
     cache = SubagentCache(tables, subagents, params.prepare, split_path(data_dir, name), cfg.eval_batch_size)
     return SplitData(name, examples, tables, views, cache)
@@ -119,16 +121,16 @@ def load_training(data_dir: Path, orch: SwarmOrchestrator, subagents: dict, para
     check_config(cfg.train_tables <= count, "phase4.train_tables",
                  f"asks for {cfg.train_tables} tables; {split_path(data_dir, TRAIN_SPLIT)} has {count}")
     rows = sorted(np.random.default_rng([cfg.seed, 4]).permutation(count)[:cfg.train_tables].tolist())
-    examples = load_examples(data_dir, TRAIN_SPLIT)
-    tables = tables_from_arrow(train)
-    examples, tables = [examples[i] for i in rows], [tables[i] for i in rows]
+    train = train.take(rows)
+    examples, tables = examples_from_arrow(train, split_path(data_dir, TRAIN_SPLIT)), tables_from_arrow(train)
     if cfg.wide_train_tables:
         wide = read_split(data_dir, SWARM_TRAIN_SPLIT)
         check_config(cfg.wide_train_tables <= len(wide), "phase4.wide_train_tables",
                      f"asks for {cfg.wide_train_tables} tables; {split_path(data_dir, SWARM_TRAIN_SPLIT)} has "
                      f"{len(wide)} (synthetic.wide_train_tables)")
-        examples += load_examples(data_dir, SWARM_TRAIN_SPLIT)[:cfg.wide_train_tables]
-        tables += tables_from_arrow(wide)[:cfg.wide_train_tables]
+        wide = wide.slice(0, cfg.wide_train_tables)
+        examples += examples_from_arrow(wide, split_path(data_dir, SWARM_TRAIN_SPLIT))
+        tables += tables_from_arrow(wide)
     views = table_views(orch, examples, cfg.eval_batch_size, family)
     cache = SubagentCache(tables, subagents, params.prepare, data_dir, cfg.eval_batch_size)
     return SplitData(TRAIN_SPLIT, examples, tables, views, cache)
@@ -368,9 +370,7 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
     by_domain: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     deep_effect: dict[str, dict] = {}
     for split in progress_bar(EVAL_SPLITS, desc="phase4 evaluate", unit="split"):
-        count = len(read_split(data_dir, split))
-        rows = list(range(min(cfg.eval_tables, count))) if cfg.eval_tables else None
-        data = split_data[split] = load_split(split, data_dir, orch, subagents, params, family, rows)
+        data = split_data[split] = load_split(split, data_dir, orch, subagents, params, family, cfg.eval_tables)
         for kind in POLICIES:
             predictions: list[TablePrediction] = []
             critical: list[int] = []
