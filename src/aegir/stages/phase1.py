@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import shutil
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -48,7 +47,6 @@ from pathlib import Path
 import torch
 from accelerate import Accelerator
 from accelerate.utils import gather_object
-from dvclive import Live
 
 from aegir import atomic
 from aegir.config import (EVAL_SPLITS, SPLITS, TRAIN_SPLIT, AgentConfig, Params, Phase1Config, PrepareConfig,
@@ -63,7 +61,7 @@ from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.aegir import AegirConfig, AegirModel
 from aegir.model.checkpoint import save_checkpoint
 from aegir.progress import progress as progress_bar
-from aegir.train.resume import TrainingProgress, fingerprint, load_state, restore_snapshot, save_state
+from aegir.train.resume import TrainingProgress, fingerprint, load_state, resumed_live, save_state
 from aegir.train.schedule import learning_rate
 from aegir.train.step import OneThreadWorkers, ShardedStep, process_shard, whole_batch_step, worker_threads
 
@@ -155,14 +153,9 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
     model, optimizer = accelerator.prepare(model, optimizer)
 
     live_dir = metrics_dir / "live"
-    if accelerator.is_main_process:
-        # the curves restart with the run: empty, or as they were when the state was saved
-        shutil.rmtree(live_dir, ignore_errors=True)
-        if progress.step > 0:
-            restore_snapshot(state_dir, live_dir)
-            accelerator.print(f"resuming {agent_name} at step {progress.step}/{total_steps}")
-    live = Live(dir=str(live_dir), resume=progress.step > 0, save_dvc_exp=False, dvcyaml=False) \
-        if accelerator.is_main_process else None
+    if progress.step > 0:
+        accelerator.print(f"resuming {agent_name} at step {progress.step}/{total_steps}")
+    live = resumed_live(state_dir, live_dir, progress.step) if accelerator.is_main_process else None
 
     workers = OneThreadWorkers(threads) if threads > 1 else None
     sharded = (ShardedStep(accelerator.unwrap_model(model), workers, accelerator.autocast,
