@@ -391,4 +391,42 @@ def test_number_and_code_formats_known_answers():
     assert formats.ELEVATION_FORMATS[1](ctx, 100) == "328 ft"
     code = formats.identifier_from_style(ctx, "AAAAAA99XXX")
     assert re.fullmatch(r"[A-Z]{6}\d\d[A-Z0-9]{3}", code)
+    assert re.fullmatch(r"[A-Z]{4}FR[A-Z0-9]{2}", formats.identifier_from_style(ctx, "AAAACCXX"))  # a BIC
+    assert re.fullmatch(r"GM[A-Z]{2}", formats.identifier_from_style(ctx, "PPAA", "GM"))  # an ICAO code
     assert formats.DAY_FORMATS[6](ctx, 0) == "lun."
+
+
+def test_rounded_coordinates_keep_one_precision_per_table_and_no_trailing_zeros():
+    """Gazetteers print degrees rounded ("24.433", "13,2652"): one precision per table, trailing
+    zeros dropped, a comma in the comma-decimal variant."""
+    dotted, comma = formats.COORDINATE_FORMATS[7], formats.COORDINATE_FORMATS[8]
+    for seed in range(12):
+        ctx, _ = _row_context(seed)
+        cells = [dotted(ctx, ("lat", 10 + k * 0.123456789)) for k in range(20)]
+        places = ctx.table_value("coordinate_places", lambda: None)
+        assert 2 <= places <= 5
+        assert all(re.fullmatch(r"\d+(\.\d{1,%d})?" % places, c) and not re.search(r"\.\d*0$", c) for c in cells), cells
+        assert max(len(c.partition(".")[2]) for c in cells) == places
+        assert comma(ctx, ("lon", -3.25)) == "-3,25"
+    assert dotted(ctx, ("lat", 48.0)) == "48"
+
+
+def test_place_codes_brands_and_countries_look_like_real_directories():
+    """What the `real` split showed the generator lacked: letters-only place codes (IATA-like,
+    ICAO-like with a shared prefix), brands people know, rounded and comma-decimal coordinates,
+    and country columns that name one foreign country all the way down."""
+    b = bench(MEDIUM)
+    tables = b["train"] + b["test"]
+    codes = [col for col in _cells_of(tables, "IdentifierAT") if len(col) >= 3]
+    assert sum(all(re.fullmatch(r"[A-Z]{3,4}", c) for c in col) for col in codes) >= 5
+    prefixed = [col for col in codes if all(re.fullmatch(r"[A-Z]{4}", c) for c in col)
+                and len({c[0] for c in col}) == 1 and len(set(col)) > 1]
+    assert prefixed
+    brands = {c for col in _cells_of(tables, "Brand") for c in col}
+    assert len(brands & set(vocab.REAL_BRANDS)) >= 10 and len(brands - set(vocab.REAL_BRANDS)) >= 50
+    coords = [c for col in _cells_of(tables, "CoordinateAT") for c in col]
+    assert any(re.fullmatch(r"-?\d+,\d{2,5}", c) for c in coords)
+    assert any(re.fullmatch(r"-?\d+\.\d{2,3}", c) for c in coords)
+    constant = {col[0] for col in _cells_of(tables, "Country") if len(col) >= 4 and len(set(col)) == 1}
+    home = {v for loc in MEDIUM.locales for name in formats.country_row(loc[-2:]) for v in (name, name.upper())}
+    assert len(constant - home) >= 5  # directories of one country, not only the site's own

@@ -154,7 +154,7 @@ def fact(key: str, cta: str | None, kind: str, weight: float) -> Prop:
 def registry_props() -> tuple[Prop, ...]:
     """What gazetteers and directories list about places (codes, sizes, heights, currencies)."""
     return (
-        code(1.0), code(0.4, "globalLocationNumber", "identifier_b"),
+        code(1.0, kind="place_code"), code(0.4, "globalLocationNumber", "identifier_b"),
         fact("population", "Number", "population", 0.8), fact("elevation", "Distance", "elevation", 0.5),
         fact("area", "QuantitativeValue", "area", 0.4), fact("publicAccess", "Boolean", "boolean", 0.3),
         fact("foundingYear", "Number", "founding_year", 0.3),
@@ -213,7 +213,8 @@ ORGANISATION_TABLE = SubjectVariant("Organization", OTHER_SUBJECTS["organisation
 TEAM_TABLE = SubjectVariant("SportsTeam", OTHER_SUBJECTS["team"], 0.2, (
     P("location", "addressLocality", "team_city", weight=1.5), P("addressRegion", "addressRegion", "region"),
     fact("venue", "Place/name", "team_venue", 0.6), fact("foundingYear", "Number", "founding_year", 0.8),
-    fact("championships", "Number", "small_number", 0.5), code(0.6), P("url", "URL", "url", weight=0.5),
+    fact("championships", "Number", "small_number", 0.5), code(0.6, kind="place_code"),
+    P("url", "URL", "url", weight=0.5),
 ))
 
 

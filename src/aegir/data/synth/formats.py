@@ -272,7 +272,16 @@ COORDINATE_FORMATS: tuple[Formatter, ...] = (
     _dm,
     _hemi_prefix,
     lambda c, v: f"{v[1]:.8f}".rstrip("0"),
+    lambda c, v: _rounded(c, v[1]),
+    lambda c, v: _rounded(c, v[1]).replace(".", ","),
 )
+
+
+def _rounded(c: TableContext, x: float) -> str:
+    """Degrees rounded to the table's precision (2 to 5 places) without trailing zeros, as
+    gazetteers print them ("24.433", "13,2652")."""
+    places = c.table_value("coordinate_places", lambda: c.rng.choice((2, 3, 4, 4, 5)))
+    return f"{x:.{places}f}".rstrip("0").rstrip(".")
 COORDINATE_CUE_FORMATS = (3, 4, 5)  # hemisphere letters tell latitude from longitude
 
 
@@ -753,12 +762,17 @@ def boolean_word(c: TableContext, pair: tuple[str, str], value: bool) -> str:
     return pair[0] if value else pair[1]
 
 
-def identifier_from_style(c: TableContext, style: str) -> str:
-    """A code of `style` (see `vocab.IDENTIFIER_STYLES`): A a letter, 9 a digit, X either."""
+def identifier_from_style(c: TableContext, style: str, prefix: str = "") -> str:
+    """A code of `style` (see `vocab.IDENTIFIER_STYLES`): A a letter, 9 a digit, X either, CC
+    the table's country code (as in a BIC), P the next letter of `prefix` (one the column fixes)."""
     letters, digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789"
+    style = style.replace("CC", c.country)
+    fixed = iter(prefix)
     out = []
     for ch in style:
-        if ch == "A":
+        if ch == "P":
+            out.append(next(fixed, "X"))
+        elif ch == "A":
             out.append(c.rng.choice(letters))
         elif ch == "9":
             out.append(c.rng.choice(digits))

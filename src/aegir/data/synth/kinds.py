@@ -41,6 +41,11 @@ def by_locale(table: dict[str, tuple[int, ...]], default: tuple[int, ...] = (0,)
     return preferred
 
 
+# Decimal degrees at full or at the table's precision; sites in comma-decimal languages write
+# a comma (see `formats.COORDINATE_FORMATS`).
+COORDINATE_HABITS = by_locale({"en": (0, 1, 6, 7, 7)}, default=(0, 1, 6, 7, 8, 8))
+
+
 def _as_datetime(d: date) -> datetime:
     return datetime(d.year, d.month, d.day, 0, 0)
 
@@ -149,9 +154,9 @@ K: dict[str, Kind] = {k.name: k for k in (
     Kind("home_venue", lambda c, r: c.rng.choice(("{c} Arena", "Stadion {c}", "{c} Stadium", "Sportpark {c}"))
          .format(c=L.teams(c, r)[0][0])),
     Kind("home_city", lambda c, r: L.teams(c, r)[0][0]),
-    Kind("latitude", lambda c, r: ("lat", L.lat_lon(c, r)[0]), F.COORDINATE_FORMATS, lambda c: (0, 1, 6),
+    Kind("latitude", lambda c, r: ("lat", L.lat_lon(c, r)[0]), F.COORDINATE_FORMATS, COORDINATE_HABITS,
          F.COORDINATE_CUE_FORMATS),
-    Kind("longitude", lambda c, r: ("lon", L.lat_lon(c, r)[1]), F.COORDINATE_FORMATS, lambda c: (0, 1, 6),
+    Kind("longitude", lambda c, r: ("lon", L.lat_lon(c, r)[1]), F.COORDINATE_FORMATS, COORDINATE_HABITS,
          F.COORDINATE_CUE_FORMATS),
     # contact
     Kind("telephone", L.telephone, F.PHONE_FORMATS, lambda c: (0, 0, 1, 2), F.PHONE_CUE_FORMATS),
@@ -257,6 +262,7 @@ K: dict[str, Kind] = {k.name: k for k in (
     Kind("area", L.area_km2, F.AREA_FORMATS, lambda c: (0, 1, 2, 3)),
     Kind("elevation", L.elevation_m, F.ELEVATION_FORMATS, lambda c: (0, 1, 2, 4)),
     Kind("identifier", L.identifier("a")), Kind("identifier_b", L.identifier("b")),
+    Kind("place_code", L.identifier("place", vocab.PLACE_CODE_STYLES)),
     Kind("time_zone", lambda c, r: c.fake.timezone()),
     Kind("local_currency", L.currency_code, F.CURRENCY_CODE_FORMATS, lambda c: (0, 0, 0, 4)),
     Kind("spoken_languages", L.spoken_languages, F.joined(", ", "; ", " / "), lambda c: (0,)),

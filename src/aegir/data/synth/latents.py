@@ -202,8 +202,9 @@ def world_country(ctx: TableContext) -> str:
 def country_code(ctx: TableContext, row: Row, share_local: float) -> str:
     """The table's country (its geography's) at rate `share_local`; else any country, the
     better-known ones more often."""
-    if ctx.rng.random() < share_local:
-        return ctx.geo.country
+    if ctx.rng.random() < share_local:  # a directory of one country, often not the site's own
+        return ctx.table_value("featured_country", lambda: world_country(ctx) if ctx.rng.random() < 0.3
+                               else ctx.geo.country)
     if ctx.rng.random() < 0.5:
         return ctx.rng.choice(vocab.COUNTRIES)[0]
     return world_country(ctx)
@@ -308,8 +309,10 @@ def teams(ctx: TableContext, row: Row) -> tuple[tuple[str, str], tuple[str, str]
 
 
 def brand(ctx: TableContext, row: Row) -> str:
-    def make() -> str:  # a company's short name, or an invented word; corner cases favour the former
-        if ctx.rng.random() < (0.8 if ctx.hard else 0.45):
+    def make() -> str:  # a known brand, a company's short name, or an invented word
+        if ctx.table_value("real_brands", lambda: ctx.rng.random() < 0.4):
+            return ctx.rng.choice(vocab.REAL_BRANDS)
+        if ctx.rng.random() < (0.8 if ctx.hard else 0.45):  # corner cases favour company names
             return ctx.providers.finance.company().split(",")[0].split(" ")[0]
         parts = [ctx.rng.choice(vocab.BRAND_SYLLABLES) for _ in range(ctx.rng.randint(2, 3))]
         return "".join(parts).capitalize()
@@ -662,16 +665,21 @@ def elevation_m(ctx: TableContext, row: Row) -> float:
     return row.get("elevation", lambda: max(-20.0, round(ctx.rng.expovariate(1 / 350.0))))
 
 
-def identifier(column: str) -> Draw:
-    """A code in one style per table and column (see `vocab.IDENTIFIER_STYLES`); some registries
-    number their rows in sequence ("001", "002", …), as FIPS or catalogue numbers do."""
+def identifier(column: str, styles: tuple[str, ...] = vocab.IDENTIFIER_STYLES) -> Draw:
+    """A code in one of `styles` per table and column (see `vocab.IDENTIFIER_STYLES`); some
+    registries number their rows in sequence ("001", "002", …), as FIPS or catalogue numbers do,
+    and some share a prefix down the column (ICAO codes of one country)."""
     def draw(ctx: TableContext, row: Row) -> str:
-        style = ctx.table_value(f"id_style/{column}", lambda: ctx.rng.choice(vocab.IDENTIFIER_STYLES))
+        style = ctx.table_value(f"id_style/{column}", lambda: ctx.rng.choice(styles))
         if set(style) == {"9"} and ctx.table_value(f"id_sequence/{column}", lambda: ctx.rng.random() < 0.3):
             start = ctx.table_value(f"id_start/{column}", lambda: ctx.rng.randint(0, 10 ** (len(style) - 1)))
             step = ctx.table_value(f"id_step/{column}", lambda: ctx.rng.choice((1, 1, 2, 3, 5, 10)))
             return f"{(start + step * (row.index + 1)) % 10 ** len(style):0{len(style)}d}"
-        return F.identifier_from_style(ctx, style)
+        prefix = ""
+        if "P" in style:
+            prefix = ctx.table_value(f"id_prefix/{column}", lambda: "".join(
+                ctx.rng.choice("ABCDEFGHIJKLMNOPRSTUVWYZ") for _ in range(style.count("P"))))
+        return F.identifier_from_style(ctx, style, prefix)
     return draw
 
 

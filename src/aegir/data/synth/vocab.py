@@ -625,7 +625,28 @@ IDENTIFIER_STYLES: tuple[str, ...] = (
     "AAA", "AAAA", "AA", "AAAAAA99", "AAAAAA99XXX", "AAAAAAXX", "999", "9999", "99999", "999999",
     "9999999", "99999999", "A9999", "AA-9999", "AAA-999", "A99-999", "AA999999", "99-9999999",
     "AAA999", "X9X9X9", "ID-999999", "REF/9999/999", "tt9999999", "9999-9999", "AA/99/9999",
-    "A-99999", "99999-AAA", "XXXXXXXX", "999.999.999", "AA99 AAA",
+    "A-99999", "99999-AAA", "XXXXXXXX", "999.999.999", "AA99 AAA", "AAAACCXX", "AAAACCXXXXX",
+)
+# Codes that gazetteers and leagues give places and teams: IATA-like three letters, ICAO-like
+# four letters whose first one or two a whole table shares (P: one letter fixed per column), a
+# team's short name. Letters-only codes are what a region abbreviation looks like, so a model
+# must learn them from the column's length and company, not from their alphabet.
+PLACE_CODE_STYLES: tuple[str, ...] = ("AAA", "AAA", "AAA", "PAAA", "PPAA", "AAAA", "P999", "AA9", "AAAAA")
+# Brands the world knows (cars, electronics, clothing, food and drink, sport, household),
+# beside the invented and company-derived names of `latents.brand`.
+REAL_BRANDS: tuple[str, ...] = (
+    "Ford", "Chevrolet", "Toyota", "Honda", "Nissan", "Volkswagen", "BMW", "Mercedes-Benz", "Audi",
+    "Opel", "Peugeot", "Renault", "Citroën", "Fiat", "Volvo", "Saab", "Mazda", "Subaru", "Hyundai",
+    "Kia", "Skoda", "Seat", "Dodge", "Buick", "Pontiac", "Plymouth", "Cadillac", "Chrysler", "Jeep",
+    "Porsche", "Ferrari", "Lancia", "Mitsubishi", "Suzuki", "Datsun", "Triumph", "Dacia", "Tesla",
+    "Apple", "Samsung", "Sony", "LG", "Philips", "Panasonic", "Bosch", "Siemens", "Miele", "Dyson",
+    "Lenovo", "Dell", "HP", "Asus", "Acer", "Canon", "Nikon", "Fujifilm", "Logitech", "Xiaomi",
+    "Huawei", "Nokia", "Garmin", "Braun", "Nike", "Adidas", "Puma", "Reebok", "Asics", "Levi's",
+    "Zara", "H&M", "Uniqlo", "Gucci", "Prada", "Lacoste", "Tommy Hilfiger", "Hugo Boss", "Ikea",
+    "Lego", "Mattel", "Hasbro", "Nestlé", "Danone", "Kellogg's", "Heinz", "Barilla", "Lindt",
+    "Haribo", "Milka", "Coca-Cola", "Pepsi", "Heineken", "Carlsberg", "Guinness", "Nespresso",
+    "L'Oréal", "Nivea", "Dove", "Colgate", "Gillette", "Duracell", "Tefal", "Whirlpool",
+    "Electrolux", "Black & Decker", "Makita", "Stihl", "Yamaha", "Fender", "Casio", "Rolex", "Swatch",
 )
 
 # Booleans as sites write them, per language: (true, false) pairs.
