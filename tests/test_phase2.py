@@ -235,6 +235,27 @@ def test_group_baseline_gives_zero_gradient_to_a_reward_that_ignores_routing():
     assert counts["nonzero"] and counts["finite"]
 
 
+def test_gradient_check_asks_for_a_signal_somewhere_in_the_ascent():
+    """A sampled gradient can be exactly zero at one step by chance (every rollout of the few
+    tables whose reward depends on the routing scoring alike); the check fails only when it is
+    zero at every step, or not finite at any."""
+    assert phase2._gradient_check({"grad_norm": [0.0, 0.0, 0.3], "grad_finite": True})["ok"]
+    assert phase2._gradient_check({"grad_norm": [0.0, 0.0, 0.3], "grad_finite": True})["grad_norm"] == 0.0
+    assert not phase2._gradient_check({"grad_norm": [0.0, 0.0, 0.0], "grad_finite": True})["ok"]
+    assert not phase2._gradient_check({"grad_norm": [0.2, float("nan")], "grad_finite": True})["ok"]
+    assert not phase2._gradient_check({"grad_norm": [0.2, 0.1], "grad_finite": False})["ok"]
+    g = torch.Generator().manual_seed(3)
+    h = torch.randn(8, 6, generator=g)
+    per_table = torch.rand(8, generator=g)
+    ignores = checks.router_ascent(h, lambda m, p: per_table, num_specialists=3, steps=5, lr=0.1,
+                                   generator=g, init_bias=0.0, rollouts=4)
+    assert not phase2._gradient_check(ignores)["ok"]  # a reward the routing cannot move: zero throughout
+    one_table = lambda m, p: torch.where(torch.arange(8) == 0, m[:, 0].float(), torch.zeros(8))
+    moves = checks.router_ascent(h, one_table, num_specialists=3, steps=5, lr=0.1, generator=g, init_bias=0.0,
+                                 rollouts=4)
+    assert phase2._gradient_check(moves)["ok"]
+
+
 @pytest.mark.parametrize("S", [1, 2, 3])
 def test_routing_patterns_rank_when_the_target_is_not_a_whole_number_of_specialists(S):
     a, B = 0.25, 12  # a·S = 0.25, 0.5, 0.75: no table can activate exactly a·S specialists
