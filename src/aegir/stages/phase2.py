@@ -363,7 +363,7 @@ def _gradient_check(ascent: dict) -> dict:
     norms = ascent["grad_norm"]
     finite = ascent["grad_finite"] and all(math.isfinite(n) for n in norms)
     nonzero = any(n > 0.0 for n in norms)
-    return {"grad_norm": norms[0], "finite": ascent["grad_finite"], "nonzero": nonzero, "ok": finite and nonzero}
+    return {"grad_norm": norms[0], "finite": finite, "nonzero": nonzero, "ok": finite and nonzero}
 
 
 def gradient_checks(batches: list[BatchAnnotations], rc: RewardConfig, cfg: Phase2Config) -> dict[str, dict]:

@@ -264,6 +264,13 @@ def _hemi_prefix(c: TableContext, v: tuple[str, float]) -> str:
     return f"{hemi} {abs(x):.5f}"
 
 
+def _rounded(c: TableContext, x: float) -> str:
+    """Degrees rounded to the table's precision (2 to 5 places) without trailing zeros, as
+    gazetteers print them ("24.433", "13,2652")."""
+    places = c.table_value("coordinate_places", lambda: c.rng.choice((2, 3, 4, 4, 5)))
+    return f"{x:.{places}f}".rstrip("0").rstrip(".")
+
+
 COORDINATE_FORMATS: tuple[Formatter, ...] = (
     lambda c, v: f"{v[1]:.6f}",
     lambda c, v: f"{v[1]:.4f}",
@@ -275,13 +282,6 @@ COORDINATE_FORMATS: tuple[Formatter, ...] = (
     lambda c, v: _rounded(c, v[1]),
     lambda c, v: _rounded(c, v[1]).replace(".", ","),
 )
-
-
-def _rounded(c: TableContext, x: float) -> str:
-    """Degrees rounded to the table's precision (2 to 5 places) without trailing zeros, as
-    gazetteers print them ("24.433", "13,2652")."""
-    places = c.table_value("coordinate_places", lambda: c.rng.choice((2, 3, 4, 4, 5)))
-    return f"{x:.{places}f}".rstrip("0").rstrip(".")
 COORDINATE_CUE_FORMATS = (3, 4, 5)  # hemisphere letters tell latitude from longitude
 
 
