@@ -430,3 +430,29 @@ def test_place_codes_brands_and_countries_look_like_real_directories():
     constant = {col[0] for col in _cells_of(tables, "Country") if len(col) >= 4 and len(set(col)) == 1}
     home = {v for loc in MEDIUM.locales for name in formats.country_row(loc[-2:]) for v in (name, name.upper())}
     assert len(constant - home) >= 5  # directories of one country, not only the site's own
+
+
+def _pattern_literals(patterns) -> list[str]:
+    """The fixed text of name patterns ("Greater {Town}" → "greater"), lower-cased."""
+    return [part.strip().lower() for p in patterns for part in re.split(r"\{[^}]*\}", p)
+            if len(part.strip()) >= 2]
+
+
+def test_town_lists_name_their_subject_as_addresses_name_localities():
+    """Gazetteer pages (the `real` split's city lists, read as `addressLocality` before): some
+    Place tables list plain town names — the values a locality column holds — with the
+    country, population and position beside them."""
+    town = kinds.OTHER_SUBJECTS["town"]
+    ctx, _ = _row_context(11, "it_IT")  # one context at a time: they share the locale's namer
+    towns = [town.draw(ctx, Row(i)) for i in range(5)]
+    ctx, _ = _row_context(11, "it_IT")
+    assert towns == [latents.city(ctx) for _ in range(5)]
+    assert any(v.cta == "Place/name" and v.subject is town for v in DOMAINS["Place"].variants)
+
+    decorations = _pattern_literals(vocab.SETTLEMENT_PATTERNS + vocab.PLACE_PATTERNS + vocab.HUB_PATTERNS
+                                    + vocab.NEUTRAL_PLACE_PATTERNS)
+    b = bench(MEDIUM)
+    lists = [t for t in b["train"] + b["test"] if t.domain == "Place" and t.cta[0] == "Place/name"
+             and t.num_rows >= 5 and {"Country", "Number", "CoordinateAT"} & set(t.cta)
+             and all(not any(d in cell.lower() for d in decorations) for cell in t.columns[0] if cell)]
+    assert len(lists) >= 2

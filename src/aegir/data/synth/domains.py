@@ -47,7 +47,9 @@ def V(cpa: str, variants: tuple[tuple[str | None, str], ...], **flags) -> Prop:
 class SubjectVariant:
     """Another entity a domain's sites list, whose column 0 is not a `<Domain>/name`: a table of
     countries, of postcodes, of organisations, of teams. Without these, column 0 would always
-    carry a `*/name` label, a position that gives the label away. Never in corner cases."""
+    carry a `*/name` label, a position that gives the label away. Or a list of another shape
+    whose subject keeps the domain's label: a gazetteer of towns, named as addresses name their
+    localities. Never in corner cases."""
 
     cta: str  # CTA label of the subject column
     subject: Kind
@@ -210,6 +212,14 @@ ORGANISATION_TABLE = SubjectVariant("Organization", OTHER_SUBJECTS["organisation
     fact("foundingYear", "Number", "founding_year", 0.5), fact("numberOfEmployees", "Number", "employees", 0.5),
     fact("additionalType", "category", "org_category", 0.5),
 ))
+# the towns of one country or region with their sizes and positions (a gazetteer page)
+TOWN_TABLE = SubjectVariant("Place/name", OTHER_SUBJECTS["town"], 0.25, (
+    P("addressCountry", "Country", "country", weight=1.2), fact("population", "Number", "population", 1.5),
+    *geo_props(1.5), P("addressRegion", "addressRegion", "region", weight=0.6), code(0.6),
+    P("postalCode", "postalCode", "postcode", weight=0.3), fact("elevation", "Distance", "elevation", 0.3),
+    fact("area", "QuantitativeValue", "area", 0.3), fact("timeZone", None, "time_zone", 0.5),
+    P("url", "URL", "url", weight=0.3),
+))
 TEAM_TABLE = SubjectVariant("SportsTeam", OTHER_SUBJECTS["team"], 0.2, (
     P("location", "addressLocality", "team_city", weight=1.5), P("addressRegion", "addressRegion", "region"),
     fact("venue", "Place/name", "team_venue", 0.6), fact("foundingYear", "Number", "founding_year", 0.8),
@@ -369,7 +379,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
         P("openingHours", "openingHours", "opening_hours", weight=0.5),
         description("Place", None, signature=True), *web_props(),
         *registry_props(),
-    ), (COUNTRY_TABLE, POSTCODE_TABLE)),
+    ), (COUNTRY_TABLE, POSTCODE_TABLE, TOWN_TABLE)),
     Domain("Product", SUBJECTS["Product"], (
         P("brand", "Brand", "brand", weight=1.5, **BOTH),
         P("gtin", "IdentifierAT", "gtin", signature=True, **BOTH),

@@ -303,6 +303,8 @@ OTHER_SUBJECTS: dict[str, Kind] = {
     "postcode": Kind("postcode_subject", L.latent("name", lambda c, r: L.address(c, r)["postcode"])),
     "organisation": subject("organisation_subject", L.organisation),
     "team": subject("team_subject", lambda c, r: L.teams(c, r)[0][1]),
+    # a list of towns names them as an address names its locality: only the table tells them apart
+    "town": subject("town_subject", lambda c, r: L.city(c)),
 }
 
 
