@@ -35,6 +35,8 @@ def test_project_params_parse():
         ({"synthetic": {"wide_train_tables": 0}}, "synthetic.wide_train_tables"),
         ({"phase4": {"wide_train_tables": -1}}, "phase4.wide_train_tables"),
         ({"phase4": {"step_cost": 5.0}}, "phase4.step_cost"),
+        ({"phase1": {"label_smoothing": 1.0}}, "phase1.label_smoothing"),
+        ({"phase3": {"label_smoothing": -0.1}}, "phase3.label_smoothing"),
         ({"agents": {"primary": {"train_tables": 0}}}, "agents.train_tables"),
     ],
 )

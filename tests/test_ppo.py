@@ -109,6 +109,29 @@ def test_rollouts_rewards_tokens_and_credit():
     assert abs(moved.log_ratio) > 1e-4
 
 
+def test_phase3_ce_takes_the_label_smoothing_and_the_rl_tokens_do_not():
+    from dataclasses import replace
+
+    from aegir.swarm.orchestrator import repeat_batch
+
+    orch, _ = orchestrator()
+    open_gates(orch, seed=1)
+    batch = make_batch(MORE_TABLES, **LABELLED)
+    plain = PARLSettings(rollouts=2, abstain_below=0.05, critical_weight=2.0, ce_weight=1.0, kl_coef=0.0,
+                         rewards=RewardConfig())
+    rollouts, forward = collect_rollouts(orch, batch, plain, 0.3, 0.1, torch.Generator().manual_seed(0))
+    smooth = replace(plain, label_smoothing=0.2)
+    loss0, parts0, stats0 = token_loss(orch, batch, forward, rollouts, plain, 0.2)
+    loss1, parts1, stats1 = token_loss(orch, batch, forward, rollouts, smooth, 0.2)
+    batch_k = repeat_batch(batch, 2)
+    ce0, _ = orch.primary.loss(batch_k, forward.output)
+    ce1, _ = orch.primary.loss(batch_k, forward.output, label_smoothing=0.2)
+    # the whole difference is the supervised CE's: the RL part (sampled tokens) is untouched
+    assert float((ce1 - ce0).detach()) != 0.0
+    assert abs(float((loss1 - loss0 - ce1 + ce0).detach())) < 1e-5
+    assert parts1["rl"] == parts0["rl"] and stats1 == stats0
+
+
 def test_control_without_specialists_has_no_routing():
     from aegir.swarm.orchestrator import build_orchestrator
     from test_swarm import tiny

@@ -59,6 +59,7 @@ class PARLSettings:
     ce_weight: float  # weight of the supervised CE on gold labels (0 allowed)
     kl_coef: float  # weight of the per-token KL(π_old‖π_new) penalty (0 = off)
     rewards: RewardConfig
+    label_smoothing: float = 0.0  # ε of the supervised CE (as Phase 1's `phase1.label_smoothing`)
 
 
 @dataclass
@@ -236,7 +237,8 @@ def rescore(orch: SwarmOrchestrator, batch: Batch, rollouts: Rollouts) -> Policy
 
 def token_loss(orch: SwarmOrchestrator, batch: Batch, fwd: PolicyForward, rollouts: Rollouts,
                settings: PARLSettings, epsilon: float) -> tuple[torch.Tensor, dict[str, float], PPOStats]:
-    """The loss of one update: clipped token loss + ce_weight·CE + ratio loss.
+    """The loss of one update: clipped token loss + ce_weight·CE + ratio loss (the CE on gold
+    labels with `settings.label_smoothing`; the RL tokens are the sampled labels, never smoothed).
 
     Tokens, in one flat vector: every routing decision the policy made (weight
     `critical_weight`), every real column's CTA label and every non-subject column's CPA label
@@ -262,7 +264,7 @@ def token_loss(orch: SwarmOrchestrator, batch: Batch, fwd: PolicyForward, rollou
 
     primary = orch.primary
     batch_k = repeat_batch(batch, rollouts.num_rollouts)
-    supervised, parts = primary.loss(batch_k, out)  # CE(CTA) + CE(CPA) + w · ratio loss
+    supervised, parts = primary.loss(batch_k, out, settings.label_smoothing)  # CE(CTA) + CE(CPA) + w · ratio loss
     ratio_term = primary.config.ratio_loss_weight * out.ratio_loss
     ce = supervised - ratio_term
     loss = rl_loss + settings.ce_weight * ce + ratio_term

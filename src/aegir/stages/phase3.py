@@ -145,7 +145,7 @@ def train_run(orch: SwarmOrchestrator, run: str, params: Params, train: list[Exa
     rc = params.rewards
     settings = PARLSettings(rollouts=cfg.rollouts, abstain_below=cfg.abstain_below,
                             critical_weight=cfg.critical_weight, ce_weight=cfg.ce_weight,
-                            kl_coef=cfg.kl_coef, rewards=rc)
+                            kl_coef=cfg.kl_coef, rewards=rc, label_smoothing=cfg.label_smoothing)
     schedule = LambdaSchedule(params.sections["lambda"])
     optimizer = make_optimizer(orch, cfg)
     progress = load_state(state_dir, orch, optimizer, run_print) or TrainingProgress(0, 0, 0)
