@@ -16,7 +16,9 @@ In one process:
    * after: the current code stepped as Phase 1 steps it now (`aegir.train.step.ShardedStep`:
      one shard per intra-op thread, each shard in its own thread);
    * and, for context, before with one intra-op thread and after on the whole batch with one
-     thread (how much is work saved and how much is the use of the cores); with `--bf16`, also
+     thread (how much is work saved and how much is the use of the cores), and after on the whole
+     batch with torch's intra-op threads, as before steps (which use of the cores is faster on
+     this machine: shards in threads or threads in ops); with `--bf16`, also
      after under CPU bf16 autocast (its FLOPs counted as fp32's, against the fp32 peak);
    the paths' steps alternate, so that load from other processes on a shared machine falls on
    all of them alike; each path's median wall time and CPU time per step are reported;
@@ -174,6 +176,7 @@ def main() -> None:
 
     import aegir.model.aegir as current
     before, before_1, after, after_1 = model(baseline), model(baseline), model(current), model(current)
+    after_whole = model(current)
     workers = OneThreadWorkers(threads)
     sharded = ShardedStep(after, workers)
     paths = [
@@ -181,6 +184,8 @@ def main() -> None:
         TrainingPath("after", after, lambda: sharded(batch), threads),
         TrainingPath("before, 1 thread", before_1, whole_batch(before_1, batch), 1),
         TrainingPath("after, whole batch, 1 thread", after_1, lambda: whole_batch_step(after_1, batch), 1),
+        TrainingPath(f"after, whole batch, {threads} threads", after_whole,
+                     lambda: whole_batch_step(after_whole, batch), threads),
     ]
     if args.bf16:
         after_bf16 = model(current)
