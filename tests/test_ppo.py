@@ -70,6 +70,12 @@ def test_group_advantages_subtract_the_group_mean():
     assert torch.count_nonzero(adv[:, 1]) == 0  # a table whose rollouts tie gives no gradient
 
 
+def parl_settings(rollouts: int, ce_weight: float = 1.0) -> PARLSettings:
+    """The PARL knobs these tests share: abstain below 0.05, routing tokens weigh 2, no KL."""
+    return PARLSettings(rollouts=rollouts, abstain_below=0.05, critical_weight=2.0, ce_weight=ce_weight,
+                        kl_coef=0.0, rewards=RewardConfig())
+
+
 LABELLED = dict(cta=[[1, 2, 3], [4, 5], [6, 7, 8], [9, 10, 11, 12]], cpa=[[1, 2], [3], [4, 5], [6, 7, 8]])
 
 
@@ -77,8 +83,7 @@ def test_rollouts_rewards_tokens_and_credit():
     orch, _ = orchestrator()
     open_gates(orch, seed=1)
     batch = make_batch(MORE_TABLES, **LABELLED)
-    settings = PARLSettings(rollouts=4, abstain_below=0.05, critical_weight=2.0, ce_weight=1.0, kl_coef=0.0,
-                            rewards=RewardConfig())
+    settings = parl_settings(rollouts=4)
     rollouts, forward = collect_rollouts(orch, batch, settings, lam1=0.3, lam2=0.1,
                                          generator=torch.Generator().manual_seed(0), cap=2)
     K, B, C = 4, 4, 4
@@ -117,8 +122,7 @@ def test_phase3_ce_takes_the_label_smoothing_and_the_rl_tokens_do_not():
     orch, _ = orchestrator()
     open_gates(orch, seed=1)
     batch = make_batch(MORE_TABLES, **LABELLED)
-    plain = PARLSettings(rollouts=2, abstain_below=0.05, critical_weight=2.0, ce_weight=1.0, kl_coef=0.0,
-                         rewards=RewardConfig())
+    plain = parl_settings(rollouts=2)
     rollouts, forward = collect_rollouts(orch, batch, plain, 0.3, 0.1, torch.Generator().manual_seed(0))
     smooth = replace(plain, label_smoothing=0.2)
     loss0, parts0, stats0 = token_loss(orch, batch, forward, rollouts, plain, 0.2)
@@ -138,8 +142,7 @@ def test_control_without_specialists_has_no_routing():
 
     control = build_orchestrator(tiny(0), {})
     batch = make_batch(MORE_TABLES, **LABELLED)
-    settings = PARLSettings(rollouts=2, abstain_below=0.05, critical_weight=2.0, ce_weight=0.0, kl_coef=0.0,
-                            rewards=RewardConfig())
+    settings = parl_settings(rollouts=2, ce_weight=0.0)
     rollouts, forward = collect_rollouts(control, batch, settings, 0.3, 0.1, torch.Generator().manual_seed(0))
     assert rollouts.decision is None and torch.count_nonzero(rollouts.rewards["r_parallel"]) == 0
     loss, _, stats = token_loss(control, batch, forward, rollouts, settings, 0.2)
