@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from aegir.model.ops import wkv as wkv_module
 from aegir.model.ops import wkv_chunked, wkv_naive
 from aegir.model.rwkv import RWKVStack
 
@@ -115,6 +116,47 @@ def test_chunk_size_out_of_range():
     inputs = make_inputs(T=4)
     with pytest.raises(ValueError, match="chunk_size"):
         wkv_chunked(*inputs, chunk_size=65)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("tile_rows", [1, 2, 3])
+def test_tiles_equal_whole_batch_to_the_bit(tile_rows, dtype):
+    """Batch rows taken a tile at a time (the last tile short: 5 rows) give the same output,
+    final state and gradients as the whole batch at once, bit for bit: every op works per matrix
+    or per element, so tiling can change speed and nothing else."""
+    inputs = make_inputs(B=5, T=45, dtype=dtype)
+    out_w, state_w, grads_w = run_with_grads(wkv_chunked, inputs, chunk_size=16, tile_rows=5)
+    out_t, state_t, grads_t = run_with_grads(wkv_chunked, inputs, chunk_size=16, tile_rows=tile_rows)
+    assert torch.equal(out_t, out_w)
+    assert torch.equal(state_t, state_w)
+    for name, gt, gw in zip(NAMES, grads_t, grads_w):
+        assert gw.abs().sum() > 0, name
+        assert torch.equal(gt, gw), name
+
+
+def test_default_tiles_on_cpu_and_equal_whole_batch(monkeypatch):
+    """On CPU the default takes about TILE_MATRICES (head, chunk) matrices per tile: with 8 per
+    tile and 2 heads × 3 chunks per row, one row per tile; the result is the whole batch's."""
+    seen = []
+    forward = wkv_module._forward_tile
+
+    def spy(r, *rest):
+        seen.append(r.shape[0])
+        return forward(r, *rest)
+
+    inputs = make_inputs(B=3, T=40, dtype=torch.float32)
+    out_w, state_w, grads_w = run_with_grads(wkv_chunked, inputs, chunk_size=16, tile_rows=3)
+    monkeypatch.setattr(wkv_module, "TILE_MATRICES", 8)
+    monkeypatch.setattr(wkv_module, "_forward_tile", spy)
+    out_t, state_t, grads_t = run_with_grads(wkv_chunked, inputs, chunk_size=16)
+    assert seen == [1, 1, 1]
+    assert torch.equal(out_t, out_w) and torch.equal(state_t, state_w)
+    assert all(torch.equal(gt, gw) for gt, gw in zip(grads_t, grads_w))
+
+
+def test_tile_rows_must_be_positive():
+    with pytest.raises(ValueError, match="tile_rows"):
+        wkv_chunked(*make_inputs(T=4), tile_rows=0)
 
 
 def _stack(seed=0, chunk_size=8) -> RWKVStack:

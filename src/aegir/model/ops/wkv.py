@@ -22,7 +22,8 @@ every gradient, the initial state included):
   backward (`_ChunkedWKV`, derivation in its docstring): autograd over the same forward spent
   most of its time on copies and zero-fills of sliced intermediates, and kept every one of
   them alive; the hand-written backward reuses a few saved products and runs the reverse of the
-  chunk loop once.
+  chunk loop once. On CPU it takes the batch a few rows at a time (tiles), so that each
+  tile's intermediates stay in cache; the results are the same to the bit.
 
 Decay: w is the per-step decay in (0, 1]. Both paths use exp(max(log w, LOG_DECAY_MIN)): the
 chunked form factors exp(g_t − g_s) = exp(g_t)·exp(−g_s) with g the cumulative log-decay since
@@ -53,6 +54,7 @@ from aegir.model.ops.precision import float32_op
 
 LOG_DECAY_MIN = -1.0  # per-step log-decay floor shared by both paths (see module docstring)
 MAX_CHUNK_SIZE = 64  # chunk_size · |LOG_DECAY_MIN| ≤ 64 keeps exp(±g) finite in float32
+TILE_MATRICES = 256  # on CPU, about this many (chunk, head, row) matrices per tile (`_ChunkedWKV`)
 
 
 def _compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -140,16 +142,18 @@ def _to_chunks(x: torch.Tensor, N: int, L: int) -> torch.Tensor:
 
 
 def _from_chunks(x: torch.Tensor, T: int, scale: torch.Tensor | None = None,
-                 plus: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-    """(B, H, N, L, X) → a new contiguous (B, T, H, X), the padding dropped: x, or x ⊙ scale, plus
+                 plus: tuple[torch.Tensor, torch.Tensor] | None = None,
+                 out: torch.Tensor | None = None) -> torch.Tensor:
+    """(B, H, N, L, X) → a contiguous (B, T, H, X), the padding dropped: x, or x ⊙ scale, plus
     y ⊙ y_scale when `plus` = (y, y_scale) is given (all (B, H, N, L, X)), written in one pass
-    each instead of a product and then a transposing copy."""
+    each instead of a product and then a transposing copy; into `out` (contiguous) when given,
+    else into a new tensor."""
     B, H, N, L, X = x.shape
 
     def flat(t: torch.Tensor) -> torch.Tensor:
         return t.reshape(B, H, N * L, X)[:, :, :T]
 
-    out = x.new_empty(B, T, H, X)
+    out = x.new_empty(B, T, H, X) if out is None else out
     dst = out.transpose(1, 2)  # (B, H, T, X), a view of out
     if scale is None:
         dst.copy_(flat(x))
@@ -201,113 +205,161 @@ class _ChunkedWKV(torch.autograd.Function):
     and through the factors: dr = dr̃ ⊙ e^{g}, da = dã ⊙ e^{g⁻}, db = db̃ ⊙ e^{−g} + db̂ ⊙ e^{g_L−g}
     (dk alike); dg = dr̃⊙r̃ + dã⊙ã − db̃⊙b̃ − dk̃⊙k̃ − db̂⊙b̂ − dk̂⊙k̂, plus at the last step
     Σ_t (db̂⊙b̂ + dk̂⊙k̂) + diag(dP) ⊙ γ; d log w = reverse cumsum of dg − dã⊙ã.
+
+    Tiles: forward and backward run on `rows` batch rows at a time (`_forward_tile`,
+    `_backward_tile`). A tile of a few hundred (head, chunk) matrices keeps its ~15 intermediates
+    of (L, L) and (L, K) matrices in the CPU's caches between the products and passes that read
+    them; the whole batch's at 16 × 1025 bytes are 6.5 MB each, and every op streamed them from
+    memory. Every op here works per matrix or per element, so tiled results equal the untiled
+    ones bit for bit (tests/test_wkv.py), and checkpoints do not change with the tiling.
     """
 
     @staticmethod
-    def forward(ctx, r, log_w, k, v, a, b, initial_state, L):
+    def forward(ctx, r, log_w, k, v, a, b, initial_state, L, rows):
         B, T, H, K = r.shape
-        V = v.shape[-1]
-        N = max(1, -(-T // L))
-        M = B * H * N  # one matrix per (batch row, head, chunk)
-        g = _to_chunks(log_w, N, L)  # zero-padded: no decay on the tail
-        g_excl = g.clone()
-        g.cumsum_(-2)  # (B, H, N, L, K), inclusive
-        e_excl = g_excl.neg_().add_(g).exp_()  # e^{g⁻}
-        e_pos = g.exp_()  # e^{g}; g is not needed any more
-        e_neg = torch.reciprocal(e_pos)
-        e_last = e_pos[..., -1:, :]  # γ, (B, H, N, 1, K)
-        AR = r.new_empty(B, H, N, 2, L, K)  # [ã; r̃] per chunk
-        BK = r.new_empty(B, H, N, 2, L, K)  # [b̃; k̃]
-        _into_chunks(AR[:, :, :, 0], a, e_excl)
-        _into_chunks(AR[:, :, :, 1], r, e_pos)
-        _into_chunks(BK[:, :, :, 0], b, e_neg)
-        _into_chunks(BK[:, :, :, 1], k, e_neg)
-        v_c = _to_chunks(v, N, L).view(M, L, V)
-        AR, BK = AR.view(M, 2 * L, K), BK.view(M, 2 * L, K)
-
-        A = torch.bmm(AR, BK.transpose(1, 2)).mul_(_block_mask(L, r.dtype, r.device))  # (M, 2L, 2L)
-        X = _unit_lower_inverse(A[:, :L, :L])  # (M, L, L)
-        Y = torch.bmm(A[:, :, L:], v_c)  # [A_ak V; A_rk V], (M, 2L, V)
-        W = torch.bmm(X, AR[:, :L])  # (M, L, K)
-        U = torch.bmm(X, Y[:, :L])  # (M, L, V)
-        BK_hat = BK.view(B, H, N, 2, L, K).mul(e_last[:, :, :, None]).view(M, 2 * L, K)  # [b̂; k̂]
-        b_hat_T = BK_hat[:, :L].transpose(1, 2)
-        P = torch.bmm(b_hat_T, W)  # (M, K, K)
-        P.diagonal(dim1=-2, dim2=-1).add_(e_last.reshape(M, K))
-        Q = torch.bmm(b_hat_T, U).baddbmm_(BK_hat[:, L:].transpose(1, 2), v_c)  # (M, K, V)
-
-        starts = r.new_empty(B, H, N, K, V)  # S₀ of every chunk
-        P_n, Q_n = P.view(B, H, N, K, K).unbind(2), Q.view(B, H, N, K, V).unbind(2)
-        S = initial_state
-        for n in range(N):
-            starts[:, :, n] = S
-            S = torch.baddbmm(Q_n[n].flatten(0, 1), P_n[n].flatten(0, 1), S.flatten(0, 1)).view(B, H, K, V)
-        S0 = starts.view(M, K, V)
-        Z = torch.baddbmm(U, W, S0)  # W S₀ + U, (M, L, V)
-        O = torch.baddbmm(Y[:, L:], AR[:, L:], S0).baddbmm_(A[:, L:, :L], Z)  # (M, L, V)
-        ctx.save_for_backward(AR, BK, BK_hat, e_pos, e_excl, e_neg, A, X, W, U, Z, S0, P, v_c)
-        ctx.dims = (B, T, H, K, V, N, L)
-        return _from_chunks(O.view(B, H, N, L, V), T), S
+        out = r.new_empty(B, T, H, v.shape[-1])
+        finals, saved = [], []
+        for start in range(0, B, rows):
+            part = slice(start, start + rows)
+            S, tile = _forward_tile(r[part], log_w[part], k[part], v[part], a[part], b[part],
+                                    initial_state[part], L, out[part])
+            finals.append(S)
+            saved.extend(tile)
+        ctx.save_for_backward(*saved)
+        ctx.dims = (B, L, rows)
+        final = finals[0] if len(finals) == 1 else torch.cat(finals) if finals else initial_state.clone()
+        return out, final
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, d_out, d_state):
-        AR, BK, BK_hat, e_pos, e_excl, e_neg, A, X, W, U, Z, S0, P, v_c = ctx.saved_tensors
-        B, T, H, K, V, N, L = ctx.dims
-        M = B * H * N
-        a_t, r_t, b_t, k_t = AR[:, :L], AR[:, L:], BK[:, :L], BK[:, L:]  # ã, r̃, b̃, k̃: (M, L, K)
-        b_hat, k_hat = BK_hat[:, :L], BK_hat[:, L:]
-        A_ak, A_rb, A_rk = A[:, :L, L:], A[:, L:, :L], A[:, L:, L:]
-        S0_T = S0.transpose(1, 2)
-        dO = _to_chunks(d_out, N, L).view(M, L, V)
-        dZ = torch.bmm(A_rb.transpose(1, 2), dO)  # (M, L, V)
-        into_start = torch.bmm(r_t.transpose(1, 2), dO).baddbmm_(W.transpose(1, 2), dZ)  # (M, K, V)
+        B, L, rows = ctx.dims
+        saved = ctx.saved_tensors
+        per_tile = len(saved) // max(1, -(-B // rows))
+        _, T, H, V = d_out.shape
+        K = saved[0].shape[-1] if saved else V
+        grads = [d_out.new_empty(B, T, H, V if i == 3 else K) for i in range(6)]  # r, log w, k, v, a, b
+        d_initial = []
+        for i, start in enumerate(range(0, B, rows)):
+            part = slice(start, start + rows)
+            d_initial.append(_backward_tile(saved[i * per_tile:(i + 1) * per_tile], d_out[part],
+                                            d_state[part], L, [g[part] for g in grads]))
+        d_initial = d_initial[0] if len(d_initial) == 1 else torch.cat(d_initial) if d_initial else d_state.clone()
+        return (*grads, d_initial, None, None)
 
-        D = d_out.new_empty(B, H, N, K, V)  # the gradient entering each chunk's end state
-        P_n, into_start_n = P.view(B, H, N, K, K).unbind(2), into_start.view(B, H, N, K, V).unbind(2)
-        dS = d_state
-        for n in range(N - 1, -1, -1):
-            D[:, :, n] = dS
-            dS = torch.baddbmm(into_start_n[n].flatten(0, 1), P_n[n].flatten(0, 1).transpose(1, 2),
-                               dS.flatten(0, 1)).view(B, H, K, V)
-        d_initial = dS
-        D = D.view(M, K, V)
-        D_T = D.transpose(1, 2)
 
-        dP = torch.bmm(D, S0_T)  # (M, K, K)
-        dW = torch.bmm(dZ, S0_T).baddbmm_(b_hat, dP)  # (M, L, K)
-        dU = torch.baddbmm(dZ, b_hat, D)  # (M, L, V)
-        d_b_hat = torch.bmm(W, dP.transpose(1, 2)).baddbmm_(U, D_T)
-        d_k_hat = torch.bmm(v_c, D_T)
-        X_T = X.transpose(1, 2)
-        d_a_solve, dY = torch.bmm(X_T, dW), torch.bmm(X_T, dU)  # the solve's backward
-        strict, incl = _triangles(L, A.dtype, A.device)
-        dA_ab = torch.bmm(d_a_solve, W.transpose(1, 2)).baddbmm_(dY, U.transpose(1, 2)).mul_(strict)
-        dA_ak = torch.bmm(dY, v_c.transpose(1, 2)).mul_(strict)
-        dA_rb = torch.bmm(dO, Z.transpose(1, 2)).mul_(incl)
-        dA_rk = torch.bmm(dO, v_c.transpose(1, 2)).mul_(incl)
-        d_a_t = torch.baddbmm(d_a_solve, dA_ab, b_t).baddbmm_(dA_ak, k_t)
-        d_r_t = torch.bmm(dA_rb, b_t).baddbmm_(dA_rk, k_t).baddbmm_(dO, S0_T)
-        d_b_t = torch.bmm(dA_ab.transpose(1, 2), a_t).baddbmm_(dA_rb.transpose(1, 2), r_t)
-        d_k_t = torch.bmm(dA_ak.transpose(1, 2), a_t).baddbmm_(dA_rk.transpose(1, 2), r_t)
-        dv = torch.bmm(A_rk.transpose(1, 2), dO).baddbmm_(A_ak.transpose(1, 2), dY).baddbmm_(k_hat, D)
+def _forward_tile(r, log_w, k, v, a, b, initial_state, L, out):
+    """`_ChunkedWKV`'s forward on some batch rows: writes the output into `out` (B, T, H, V) and
+    returns the final state and the tensors the backward needs."""
+    B, T, H, K = r.shape
+    V = v.shape[-1]
+    N = max(1, -(-T // L))
+    M = B * H * N  # one matrix per (batch row, head, chunk)
+    g = _to_chunks(log_w, N, L)  # zero-padded: no decay on the tail
+    g_excl = g.clone()
+    g.cumsum_(-2)  # (B, H, N, L, K), inclusive
+    e_excl = g_excl.neg_().add_(g).exp_()  # e^{g⁻}
+    e_pos = g.exp_()  # e^{g}; g is not needed any more
+    e_neg = torch.reciprocal(e_pos)
+    e_last = e_pos[..., -1:, :]  # γ, (B, H, N, 1, K)
+    AR = r.new_empty(B, H, N, 2, L, K)  # [ã; r̃] per chunk
+    BK = r.new_empty(B, H, N, 2, L, K)  # [b̃; k̃]
+    _into_chunks(AR[:, :, :, 0], a, e_excl)
+    _into_chunks(AR[:, :, :, 1], r, e_pos)
+    _into_chunks(BK[:, :, :, 0], b, e_neg)
+    _into_chunks(BK[:, :, :, 1], k, e_neg)
+    v_c = _to_chunks(v, N, L).view(M, L, V)
+    AR, BK = AR.view(M, 2 * L, K), BK.view(M, 2 * L, K)
 
-        # through the decay factors, in (B, H, N, L, K) layout
-        chunked = (B, H, N, L, K)
-        a_t, r_t, b_t, k_t, b_hat, k_hat = (x.reshape(chunked) for x in (a_t, r_t, b_t, k_t, b_hat, k_hat))
-        d_a_t, d_r_t, d_b_t, d_k_t, d_b_hat, d_k_hat = (
-            x.view(chunked) for x in (d_a_t, d_r_t, d_b_t, d_k_t, d_b_hat, d_k_hat))
-        d_via_hat = (d_b_hat * b_hat).addcmul_(d_k_hat, k_hat)  # db̂⊙b̂ + dk̂⊙k̂
-        d_via_a = d_a_t * a_t  # dã⊙ã
-        dg = torch.addcmul(d_via_a, d_r_t, r_t).addcmul_(d_b_t, b_t, value=-1).addcmul_(d_k_t, k_t, value=-1)
-        dg.sub_(d_via_hat)
-        dg[..., -1, :] += d_via_hat.sum(-2) + dP.diagonal(dim1=-2, dim2=-1).view(B, H, N, K) * e_pos[..., -1, :]
-        d_log_w = dg.flip(-2).cumsum_(-2).flip(-2).sub_(d_via_a)  # reverse cumsum: g_t feeds every g_{s≥t}
-        e_hat = e_neg * e_pos[..., -1:, :]  # e^{g_L − g}
-        return (_from_chunks(d_r_t, T, e_pos), _from_chunks(d_log_w, T),
-                _from_chunks(d_k_t, T, e_neg, (d_k_hat, e_hat)),
-                _from_chunks(dv.view(B, H, N, L, V), T), _from_chunks(d_a_t, T, e_excl),
-                _from_chunks(d_b_t, T, e_neg, (d_b_hat, e_hat)), d_initial, None)
+    A = torch.bmm(AR, BK.transpose(1, 2)).mul_(_block_mask(L, r.dtype, r.device))  # (M, 2L, 2L)
+    X = _unit_lower_inverse(A[:, :L, :L])  # (M, L, L)
+    Y = torch.bmm(A[:, :, L:], v_c)  # [A_ak V; A_rk V], (M, 2L, V)
+    W = torch.bmm(X, AR[:, :L])  # (M, L, K)
+    U = torch.bmm(X, Y[:, :L])  # (M, L, V)
+    BK_hat = BK.view(B, H, N, 2, L, K).mul(e_last[:, :, :, None]).view(M, 2 * L, K)  # [b̂; k̂]
+    b_hat_T = BK_hat[:, :L].transpose(1, 2)
+    P = torch.bmm(b_hat_T, W)  # (M, K, K)
+    P.diagonal(dim1=-2, dim2=-1).add_(e_last.reshape(M, K))
+    Q = torch.bmm(b_hat_T, U).baddbmm_(BK_hat[:, L:].transpose(1, 2), v_c)  # (M, K, V)
+
+    starts = r.new_empty(B, H, N, K, V)  # S₀ of every chunk
+    P_n, Q_n = P.view(B, H, N, K, K).unbind(2), Q.view(B, H, N, K, V).unbind(2)
+    S = initial_state
+    for n in range(N):
+        starts[:, :, n] = S
+        S = torch.baddbmm(Q_n[n].flatten(0, 1), P_n[n].flatten(0, 1), S.flatten(0, 1)).view(B, H, K, V)
+    S0 = starts.view(M, K, V)
+    Z = torch.baddbmm(U, W, S0)  # W S₀ + U, (M, L, V)
+    O = torch.baddbmm(Y[:, L:], AR[:, L:], S0).baddbmm_(A[:, L:, :L], Z)  # (M, L, V)
+    _from_chunks(O.view(B, H, N, L, V), T, out=out)
+    return S, (AR, BK, BK_hat, e_pos, e_excl, e_neg, A, X, W, U, Z, S0, P, v_c)
+
+
+def _backward_tile(saved, d_out, d_state, L, grads):
+    """`_ChunkedWKV`'s backward on the batch rows of one `_forward_tile` (`saved`: what it
+    returned): writes the gradients of r, log w, k, v, a, b into `grads` and returns the
+    gradient of the initial state."""
+    AR, BK, BK_hat, e_pos, e_excl, e_neg, A, X, W, U, Z, S0, P, v_c = saved
+    B, T, H, V = d_out.shape
+    K, N = AR.shape[-1], e_pos.shape[2]
+    M = B * H * N
+    a_t, r_t, b_t, k_t = AR[:, :L], AR[:, L:], BK[:, :L], BK[:, L:]  # ã, r̃, b̃, k̃: (M, L, K)
+    b_hat, k_hat = BK_hat[:, :L], BK_hat[:, L:]
+    A_ak, A_rb, A_rk = A[:, :L, L:], A[:, L:, :L], A[:, L:, L:]
+    S0_T = S0.transpose(1, 2)
+    dO = _to_chunks(d_out, N, L).view(M, L, V)
+    dZ = torch.bmm(A_rb.transpose(1, 2), dO)  # (M, L, V)
+    into_start = torch.bmm(r_t.transpose(1, 2), dO).baddbmm_(W.transpose(1, 2), dZ)  # (M, K, V)
+
+    D = d_out.new_empty(B, H, N, K, V)  # the gradient entering each chunk's end state
+    P_n, into_start_n = P.view(B, H, N, K, K).unbind(2), into_start.view(B, H, N, K, V).unbind(2)
+    dS = d_state
+    for n in range(N - 1, -1, -1):
+        D[:, :, n] = dS
+        dS = torch.baddbmm(into_start_n[n].flatten(0, 1), P_n[n].flatten(0, 1).transpose(1, 2),
+                           dS.flatten(0, 1)).view(B, H, K, V)
+    d_initial = dS
+    D = D.view(M, K, V)
+    D_T = D.transpose(1, 2)
+
+    dP = torch.bmm(D, S0_T)  # (M, K, K)
+    dW = torch.bmm(dZ, S0_T).baddbmm_(b_hat, dP)  # (M, L, K)
+    dU = torch.baddbmm(dZ, b_hat, D)  # (M, L, V)
+    d_b_hat = torch.bmm(W, dP.transpose(1, 2)).baddbmm_(U, D_T)
+    d_k_hat = torch.bmm(v_c, D_T)
+    X_T = X.transpose(1, 2)
+    d_a_solve, dY = torch.bmm(X_T, dW), torch.bmm(X_T, dU)  # the solve's backward
+    strict, incl = _triangles(L, A.dtype, A.device)
+    dA_ab = torch.bmm(d_a_solve, W.transpose(1, 2)).baddbmm_(dY, U.transpose(1, 2)).mul_(strict)
+    dA_ak = torch.bmm(dY, v_c.transpose(1, 2)).mul_(strict)
+    dA_rb = torch.bmm(dO, Z.transpose(1, 2)).mul_(incl)
+    dA_rk = torch.bmm(dO, v_c.transpose(1, 2)).mul_(incl)
+    d_a_t = torch.baddbmm(d_a_solve, dA_ab, b_t).baddbmm_(dA_ak, k_t)
+    d_r_t = torch.bmm(dA_rb, b_t).baddbmm_(dA_rk, k_t).baddbmm_(dO, S0_T)
+    d_b_t = torch.bmm(dA_ab.transpose(1, 2), a_t).baddbmm_(dA_rb.transpose(1, 2), r_t)
+    d_k_t = torch.bmm(dA_ak.transpose(1, 2), a_t).baddbmm_(dA_rk.transpose(1, 2), r_t)
+    dv = torch.bmm(A_rk.transpose(1, 2), dO).baddbmm_(A_ak.transpose(1, 2), dY).baddbmm_(k_hat, D)
+
+    # through the decay factors, in (B, H, N, L, K) layout
+    chunked = (B, H, N, L, K)
+    a_t, r_t, b_t, k_t, b_hat, k_hat = (x.reshape(chunked) for x in (a_t, r_t, b_t, k_t, b_hat, k_hat))
+    d_a_t, d_r_t, d_b_t, d_k_t, d_b_hat, d_k_hat = (
+        x.view(chunked) for x in (d_a_t, d_r_t, d_b_t, d_k_t, d_b_hat, d_k_hat))
+    d_via_hat = (d_b_hat * b_hat).addcmul_(d_k_hat, k_hat)  # db̂⊙b̂ + dk̂⊙k̂
+    d_via_a = d_a_t * a_t  # dã⊙ã
+    dg = torch.addcmul(d_via_a, d_r_t, r_t).addcmul_(d_b_t, b_t, value=-1).addcmul_(d_k_t, k_t, value=-1)
+    dg.sub_(d_via_hat)
+    dg[..., -1, :] += d_via_hat.sum(-2) + dP.diagonal(dim1=-2, dim2=-1).view(B, H, N, K) * e_pos[..., -1, :]
+    d_log_w_c = dg.flip(-2).cumsum_(-2).flip(-2).sub_(d_via_a)  # reverse cumsum: g_t feeds every g_{s≥t}
+    e_hat = e_neg * e_pos[..., -1:, :]  # e^{g_L − g}
+    d_r, d_log_w, d_k, d_v, d_a, d_b = grads
+    _from_chunks(d_r_t, T, e_pos, out=d_r)
+    _from_chunks(d_log_w_c, T, out=d_log_w)
+    _from_chunks(d_k_t, T, e_neg, (d_k_hat, e_hat), out=d_k)
+    _from_chunks(dv.view(B, H, N, L, V), T, out=d_v)
+    _from_chunks(d_a_t, T, e_excl, out=d_a)
+    _from_chunks(d_b_t, T, e_neg, (d_b_hat, e_hat), out=d_b)
+    return d_initial
 
 
 @float32_op
@@ -343,7 +395,7 @@ def wkv_naive(
 def wkv_chunked(
     r: torch.Tensor, w: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     a: torch.Tensor, b: torch.Tensor, initial_state: torch.Tensor | None = None,
-    chunk_size: int = 32,
+    chunk_size: int = 32, tile_rows: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The chunked parallel form; same arguments and results as `wkv_naive`.
 
@@ -367,13 +419,22 @@ def wkv_chunked(
     T need not be a multiple of chunk_size: the tail is padded with steps that leave the state
     unchanged (w = 1, k = a = b = r = v = 0). Requires 1 ≤ chunk_size ≤ MAX_CHUNK_SIZE.
     Not twice differentiable (the backward is not itself differentiable).
+
+    tile_rows: batch rows per tile (`_ChunkedWKV`); None: the whole batch on accelerators, and
+    on CPU as many rows as make about TILE_MATRICES chunk matrices. The results do not depend
+    on it, to the bit.
     """
     if not 1 <= chunk_size <= MAX_CHUNK_SIZE:
         raise ValueError(f"wkv_chunked: chunk_size must be in [1, {MAX_CHUNK_SIZE}], got {chunk_size}")
+    if tile_rows is not None and tile_rows < 1:
+        raise ValueError(f"wkv_chunked: tile_rows must be ≥ 1, got {tile_rows}")
     B, T, H, K, V = _check_shapes(r, w, k, v, a, b, initial_state)
+    if tile_rows is None:
+        chunks = H * max(1, -(-T // chunk_size))
+        tile_rows = max(1, TILE_MATRICES // chunks) if r.device.type == "cpu" else max(1, B)
     dtype, out_dtype = _compute_dtype(r), r.dtype
     state = (torch.zeros(B, H, K, V, dtype=dtype, device=r.device) if initial_state is None
              else initial_state.to(dtype))
     out, final_state = _ChunkedWKV.apply(r.to(dtype), _log_decay(w.to(dtype)), k.to(dtype), v.to(dtype),
-                                         a.to(dtype), b.to(dtype), state, chunk_size)
+                                         a.to(dtype), b.to(dtype), state, chunk_size, tile_rows)
     return out.to(out_dtype), final_state

@@ -1,0 +1,46 @@
+"""The benchmarks' own checks, run at tiny sizes (what they measure is speed, which no test
+times: README, Benchmarks)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import torch
+
+from aegir.model.ops import wkv as wkv_module
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def load(name: str):
+    sys.path.insert(0, str(BENCHMARKS))  # the benchmarks import each other
+    try:
+        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def test_wkv_tiles_benchmark_finds_every_way_bit_equal(tmp_path, capsys):
+    """bench_wkv_tiles on the tiny preset, with tiles of 10 matrices (one batch row each: 2 heads
+    × 5 chunks) and two threads: the op at two batch sizes and the three kinds of training step
+    (whole batch on one thread and on two, sharded) report equal results with tiles and
+    without, and the code's tile size is put back."""
+    bench = load("bench_wkv_tiles")
+    default = wkv_module.TILE_MATRICES
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        bench.main(["--preset", "tiny", "--repeats", "1", "--batch-size", "4", "--length", "70",
+                    "--tile-matrices", "10", "--data", str(tmp_path / "no-data"),
+                    "--checkpoint", str(tmp_path / "no-checkpoint")])
+    finally:
+        torch.set_num_threads(threads)
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("op,", "step,"))]
+    assert [row.split(",")[0] for row in rows] == ["op", "op", "step", "step", "step"]
+    assert all(row.endswith("True") for row in rows), rows
+    assert wkv_module.TILE_MATRICES == default
