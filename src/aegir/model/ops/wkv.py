@@ -240,10 +240,13 @@ class _ChunkedWKV(torch.autograd.Function):
         K = saved[0].shape[-1] if saved else V
         grads = [d_out.new_empty(B, T, H, V if i == 3 else K) for i in range(6)]  # r, log w, k, v, a, b
         d_initial = []
-        for i, start in enumerate(range(0, B, rows)):
-            part = slice(start, start + rows)
-            d_initial.append(_backward_tile(saved[i * per_tile:(i + 1) * per_tile], d_out[part],
-                                            d_state[part], L, [g[part] for g in grads]))
+        # float32 like the forward, also when the backward runs inside an autocast region (its
+        # products would otherwise be cast to the low precision and clash with the saved float32)
+        with torch.autocast(device_type=d_out.device.type, enabled=False):
+            for i, start in enumerate(range(0, B, rows)):
+                part = slice(start, start + rows)
+                d_initial.append(_backward_tile(saved[i * per_tile:(i + 1) * per_tile], d_out[part],
+                                                d_state[part], L, [g[part] for g in grads]))
         d_initial = d_initial[0] if len(d_initial) == 1 else torch.cat(d_initial) if d_initial else d_state.clone()
         return (*grads, d_initial, None, None)
 
