@@ -154,6 +154,15 @@ def test_default_tiles_on_cpu_and_equal_whole_batch(monkeypatch):
     assert all(torch.equal(gt, gw) for gt, gw in zip(grads_t, grads_w))
 
 
+def test_empty_batch_gives_gradients_of_the_inputs_shapes():
+    """B = 0 with K ≠ V: no tile runs, and each gradient still has its input's shape."""
+    inputs = make_inputs(B=0, T=10, K=8, V=4, dtype=torch.float32)
+    out, state = wkv_chunked(*inputs, chunk_size=4)
+    assert out.shape == (0, 10, 2, 4) and state.shape == (0, 2, 8, 4)
+    grads = torch.autograd.grad(out.sum() + state.sum(), inputs)
+    assert [g.shape for g in grads] == [x.shape for x in inputs]
+
+
 def test_tile_rows_must_be_positive():
     with pytest.raises(ValueError, match="tile_rows"):
         wkv_chunked(*make_inputs(T=4), tile_rows=0)

@@ -226,24 +226,24 @@ class _ChunkedWKV(torch.autograd.Function):
             finals.append(S)
             saved.extend(tile)
         ctx.save_for_backward(*saved)
-        ctx.dims = (B, L, rows)
+        ctx.dims = (B, K, L, rows)
         final = finals[0] if len(finals) == 1 else torch.cat(finals) if finals else initial_state.clone()
         return out, final
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, d_out, d_state):
-        B, L, rows = ctx.dims
+        B, K, L, rows = ctx.dims
         saved = ctx.saved_tensors
-        per_tile = len(saved) // max(1, -(-B // rows))
+        starts = range(0, B, rows)
+        per_tile = len(saved) // max(1, len(starts))  # what each `_forward_tile` saved
         _, T, H, V = d_out.shape
-        K = saved[0].shape[-1] if saved else V
         grads = [d_out.new_empty(B, T, H, V if i == 3 else K) for i in range(6)]  # r, log w, k, v, a, b
         d_initial = []
         # float32 like the forward, also when the backward runs inside an autocast region (its
         # products would otherwise be cast to the low precision and clash with the saved float32)
         with torch.autocast(device_type=d_out.device.type, enabled=False):
-            for i, start in enumerate(range(0, B, rows)):
+            for i, start in enumerate(starts):
                 part = slice(start, start + rows)
                 d_initial.append(_backward_tile(saved[i * per_tile:(i + 1) * per_tile], d_out[part],
                                                 d_state[part], L, [g[part] for g in grads]))
