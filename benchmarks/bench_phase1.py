@@ -53,6 +53,11 @@ REPO = Path(__file__).resolve().parents[1]
 BASELINE_REV = "50aee049c579f14bb225383154c704828a8f8012"  # the last commit before the speed work (issue 8)
 
 
+def load_average() -> str:
+    """The machine's 1, 5 and 15 minute load averages, as the benchmarks print them."""
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def matmul_peak(n: int = 1024, repeats: int = 10) -> float:
     """Best GFLOP/s of an n×n fp32 matmul on this machine and thread setting."""
     a, b = torch.randn(n, n), torch.randn(n, n)
@@ -162,8 +167,7 @@ def main() -> None:
 
     threads = torch.get_num_threads()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"torch {torch.__version__}, {threads} intra-op threads; load average "
-          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+          f"torch {torch.__version__}, {threads} intra-op threads; load average {load_average()}")
     peak_at_start = matmul_peak()
 
     batch = batch_of(args.data, args.batch_size, args.length)
@@ -225,7 +229,7 @@ def main() -> None:
               f"{r['gflop_per_step']:6.1f} {r['gflop_per_s']:8.1f} {100 * r['share_of_peak']:6.1f}%")
     speedup = results["after"]["bytes_per_s"] / results["before"]["bytes_per_s"]
     print(f"after / before: {speedup:.2f}× bytes/s (median of {args.steps} alternating steps each); "
-          f"load average now {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+          f"load average now {load_average()}")
 
     profiles = {}
     for path in paths[:2]:

@@ -34,7 +34,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from aegir.model.aegir import AegirModel, preset
 from aegir.model.checkpoint import load_checkpoint
@@ -42,21 +41,11 @@ from aegir.model.ops import wkv as wkv_module
 from aegir.train.step import OneThreadWorkers, ShardedStep, whole_batch_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_phase1 import batch_of  # noqa: E402  (the same batch as the Phase 1 benchmark)
+from bench_phase1 import batch_of, load_average  # noqa: E402  (the same batch as the Phase 1 benchmark)
+from bench_wkv import make_inputs  # noqa: E402  (the same RWKV-7-shaped op inputs)
 
 ONE_TILE = 1 << 40  # TILE_MATRICES past any batch: the whole batch is one tile
 default_tiles = wkv_module.TILE_MATRICES
-
-
-def op_inputs(B: int, T: int, H: int, K: int) -> list[torch.Tensor]:
-    """RWKV-7-shaped float32 inputs of the wkv, as in bench_wkv.py, with an initial state."""
-    g = torch.Generator().manual_seed(0)
-    r, k, v = (torch.randn(B, T, H, K, generator=g) * s for s in (1.0, 0.5, 1.0))
-    w = torch.exp(-0.6065 * torch.rand(B, T, H, K, generator=g))
-    kk = F.normalize(torch.randn(B, T, H, K, generator=g), dim=-1)
-    lr = torch.rand(B, T, H, K, generator=g)
-    state = torch.randn(B, H, K, K, generator=g)
-    return [x.requires_grad_() for x in (r, w, k, v, -kk, kk * lr, state)]
 
 
 def op_run(inputs: list[torch.Tensor], chunk_size: int) -> list[torch.Tensor]:
@@ -123,8 +112,7 @@ def main(argv: list[str] | None = None) -> None:
 
     threads = torch.get_num_threads()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"torch {torch.__version__}, {threads} intra-op threads; load average "
-          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+          f"torch {torch.__version__}, {threads} intra-op threads; load average {load_average()}")
     batch = batch_of(args.data, args.batch_size, args.length)
     if (args.checkpoint / "config.json").is_file():
         model, _ = load_checkpoint(args.checkpoint)
@@ -144,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
 
     cases = []
     for B in sorted({args.batch_size, max(1, args.batch_size // 2)}, reverse=True):
-        inputs = op_inputs(B, args.length, H, K)
+        inputs = make_inputs(B, args.length, H, K)
         cases.append(Case(f"op, {B} × {args.length}, 1 thread",
                           lambda inputs=inputs: op_run(inputs, config.wkv_chunk_size), 1))
     cases.append(model_case("step, whole batch, 1 thread", model, lambda: whole_batch_step(model, batch), 1))
@@ -173,8 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     for case in cases:
         whole, tiled = 1e3 * case.median(False), 1e3 * case.median(True)
         print(f"{case.name:38s} {whole:12.1f} {tiled:9.1f} {whole / tiled:5.2f}×  {case.bit_equal()}")
-    print(f"(medians of {args.repeats} alternating runs; load average now "
-          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())})")
+    print(f"(medians of {args.repeats} alternating runs; load average now {load_average()})")
     if not all(case.bit_equal() for case in cases):
         raise SystemExit("bench_wkv_tiles: tiles changed a result (they must not)")
 
