@@ -238,7 +238,10 @@ def test_exp_run_on_lambda_reruns_phase2_not_phase1(project):
     moved = {path for path, entries in diff.get("diff", diff).items() if entries}
     assert moved <= {"results/phase3/metrics.json", "results/phase3/wall.json",
                      "results/phase4/metrics.json", "results/phase4/wall.json"}, moved
-    assert {"results/phase3/metrics.json", "results/phase3/wall.json"} <= moved, moved
+    assert "results/phase3/metrics.json" in moved, moved
+    # a wall time is the one figure a rerun does not reproduce: it is rounded to 0.01 minute, so
+    # a tiny stage's rerun can take the same time to that precision (CI saw phase3 do so)
+    wall_moved = {stage for stage in ("phase3", "phase4") if f"results/{stage}/wall.json" in moved}
     # `--only-changed` fits a terminal of TERMINAL_COLUMNS (DVC elides with "…" what does not
     # fit): the moved figures, the wall minutes and λ1. DVC adds a column per changed data
     # dependency (a hash under the path, e.g. `models/phase3`); the README's `--drop '.*/.*'`
@@ -247,7 +250,7 @@ def test_exp_run_on_lambda_reruns_phase2_not_phase1(project):
     shown = run_tool(project, "dvc", "exp", "show", "--only-changed", "--drop", ".*/.*", "--no-pager", env=env).stdout
     header = next(line for line in shown.splitlines() if "Experiment" in line)
     assert "…" not in header and "/" not in header, shown
-    assert {"lambda.early", "minutes.phase3", "minutes.phase4"} <= set(header.split()), shown
+    assert {"lambda.early"} | {f"minutes.{stage}" for stage in wall_moved} <= set(header.split()), shown
     assert any(name.startswith("swarm.") for name in header.split()), shown
     (project / "exp_show_only_changed.txt").write_text(shown)
 
