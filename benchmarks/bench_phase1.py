@@ -15,6 +15,8 @@ In one process:
      batch at once, torch's intra-op threads splitting each op;
    * after: the current code stepped as Phase 1 steps it now (`aegir.train.step.ShardedStep`:
      one shard per intra-op thread, each shard in its own thread);
+   * after with the CPU wkv kernel (`aegir.model.ops.wkv_cpu`, asked for with AEGIR_WKV_KERNEL=1
+     around its steps; not the layers' default yet), sharded as after, when the kernel builds;
    * and, for context, before with one intra-op thread and after on the whole batch with one
      thread (how much is work saved and how much is the use of the cores), and after on the whole
      batch with torch's intra-op threads, as before steps (which use of the cores is faster on
@@ -30,6 +32,7 @@ In one process:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -47,6 +50,7 @@ from torch.profiler import ProfilerActivity, _ExperimentalConfig, profile
 from torch.utils.flop_counter import FlopCounterMode
 
 from aegir.data.dataset import collate, load_examples, make_example
+from aegir.model.ops import wkv_cpu
 from aegir.train.step import OneThreadWorkers, ShardedStep, whole_batch_step
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,6 +107,27 @@ def import_baseline(rev: str):
         source.write_text(re.sub(r"\b(from|import) aegir\b", r"\1 aegir_baseline", source.read_text()))
     sys.path.insert(0, str(root))
     return importlib.import_module("aegir_baseline.model.aegir")
+
+
+@contextlib.contextmanager
+def wkv_kernel():
+    """The layers on the CPU wkv kernel (AEGIR_WKV_KERNEL=1) for the duration; then as before."""
+    setting = os.environ.get("AEGIR_WKV_KERNEL")
+    os.environ["AEGIR_WKV_KERNEL"] = "1"
+    try:
+        yield
+    finally:
+        if setting is None:
+            del os.environ["AEGIR_WKV_KERNEL"]
+        else:
+            os.environ["AEGIR_WKV_KERNEL"] = setting
+
+
+def with_kernel(forward_backward: Callable[[], None]) -> Callable[[], None]:
+    def run() -> None:
+        with wkv_kernel():
+            forward_backward()
+    return run
 
 
 class TrainingPath:
@@ -191,6 +216,13 @@ def main() -> None:
         TrainingPath(f"after, whole batch, {threads} threads", after_whole,
                      lambda: whole_batch_step(after_whole, batch), threads),
     ]
+    if wkv_cpu.available():
+        after_kernel = model(current)
+        sharded_kernel = ShardedStep(after_kernel, workers)
+        paths.insert(2, TrainingPath("after, wkv kernel", after_kernel, with_kernel(lambda: sharded_kernel(batch)),
+                                     threads))
+    else:
+        print(f"CPU wkv kernel: not built ({wkv_cpu.failure()}); its path is left out")
     if args.bf16:
         after_bf16 = model(current)
         sharded_bf16 = ShardedStep(after_bf16, workers, lambda: torch.autocast("cpu", dtype=torch.bfloat16))
@@ -199,15 +231,18 @@ def main() -> None:
           f"{tuple(batch.byte_ids.shape)}, {real_bytes} real bytes; before = {args.baseline_rev[:12]}")
 
     flops = {}
-    for path in paths[:2]:
+    counted = [path for path in paths if path.name in ("before", "after", "after, wkv kernel")]
+    for path in counted:
         path.step()  # warm-up
         with FlopCounterMode(display=False) as counter:  # counts this thread's ops: whole batch
             torch.set_num_threads(threads)
-            whole_batch(path.model, batch)()
+            fb = whole_batch(path.model, batch)
+            (with_kernel(fb) if "kernel" in path.name else fb)()
         path.model.zero_grad(set_to_none=True)
         flops[path.name] = counter.get_total_flops()
-    for path in paths[2:]:
-        path.step()
+    for path in paths:
+        if path not in counted:
+            path.step()
     for _ in range(args.steps):
         for path in paths:
             path.timed_step()
@@ -230,9 +265,13 @@ def main() -> None:
     speedup = results["after"]["bytes_per_s"] / results["before"]["bytes_per_s"]
     print(f"after / before: {speedup:.2f}× bytes/s (median of {args.steps} alternating steps each); "
           f"load average now {load_average()}")
+    if "after, wkv kernel" in results:
+        kernel_speedup = results["after, wkv kernel"]["bytes_per_s"] / results["before"]["bytes_per_s"]
+        print(f"after with the wkv kernel / before: {kernel_speedup:.2f}× bytes/s; "
+              f"over after: {results['after, wkv kernel']['bytes_per_s'] / results['after']['bytes_per_s']:.2f}×")
 
     profiles = {}
-    for path in paths[:2]:
+    for path in counted:
         profiles[path.name] = top_ops(path.step, args.top)
         print(f"\ntop ops by self CPU time, one step {path.name} (all threads):")
         for name, ms, share, calls in profiles[path.name]:

@@ -1,10 +1,12 @@
-"""Naive loop vs chunked form of the wkv recurrence: forward + backward time and their ratio.
+"""The wkv recurrence's three paths: forward + backward time of the naive loop, the chunked form and
+the CPU kernel (`aegir.model.ops.wkv_cpu`, the layers' op on CPU), and their ratios.
 
-    PYTHONPATH=src python benchmarks/bench_wkv.py [--lengths 256 1024 4096] [--threads 2]
+    python benchmarks/bench_wkv.py [--lengths 256 1024 4096] [--threads 2] [--batch 4] [--heads 4]
 
 Inputs are RWKV-7-shaped (a = −κ̂, b = κ̂ ⊙ â, w ∈ [0.545, 1)), float32, with an initial state;
 the backward pass takes gradients of every input. Each timing is the best of --repeats runs
-(one run for the naive loop at T ≥ 4096) after one warm-up run.
+(one run for the naive loop at T ≥ 4096) after one warm-up run. The kernel is built on first use;
+without a C compiler its column says so and the rest still runs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from aegir.model.ops import wkv_chunked, wkv_naive
+from aegir.model.ops import wkv_chunked, wkv_cpu, wkv_naive, wkv_sequential
 
 
 def make_inputs(B: int, T: int, H: int, K: int) -> list[torch.Tensor]:
@@ -61,13 +63,18 @@ def main() -> None:
           f"torch {torch.__version__} | threads {torch.get_num_threads()}")
     print(f"config: B={args.batch} H={args.heads} K=V={args.head_size} float32 "
           f"chunk_size={args.chunk_size}, forward + backward (grads of all 7 inputs)")
-    print(f"{'T':>6} {'naive s':>10} {'chunked s':>10} {'ratio':>7}")
+    kernel = wkv_cpu.available() and args.head_size in wkv_cpu.HEAD_SIZES
+    if not kernel:
+        print(f"CPU kernel: not run ({wkv_cpu.failure() or f'head size not in {wkv_cpu.HEAD_SIZES}'})")
+    print(f"{'T':>6} {'naive s':>10} {'chunked s':>10} {'kernel s':>10} {'naive/chunked':>14} {'chunked/kernel':>15}")
     for T in args.lengths:
         inputs = make_inputs(args.batch, T, args.heads, args.head_size)
         chunked = time_forward_backward(wkv_chunked, inputs, args.repeats, chunk_size=args.chunk_size)
+        sequential = (time_forward_backward(wkv_sequential, inputs, args.repeats, chunk_size=args.chunk_size)
+                      if kernel else float("nan"))
         naive = time_forward_backward(wkv_naive, inputs, 1 if T >= 4096 else args.repeats)
-        print(f"{T:>6} {naive:>10.3f} {chunked:>10.4f} {naive / chunked:>6.1f}x", flush=True)
-
+        print(f"{T:>6} {naive:>10.3f} {chunked:>10.4f} {sequential:>10.4f} {naive / chunked:>13.1f}x "
+              f"{chunked / sequential:>14.1f}x", flush=True)
 
 if __name__ == "__main__":
     main()

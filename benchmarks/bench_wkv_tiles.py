@@ -21,6 +21,10 @@ gives one tile), it times
 
 and checks that each way's outputs and gradients with tiles equal those without, bit for bit:
 tiling may change the speed and nothing else. Reports medians and their ratios.
+
+The layers run the chunked form unless AEGIR_WKV_KERNEL=1 asks for the CPU kernel
+(`aegir.model.ops.wkv_cpu`); this benchmark sets it to 0 while it runs (and puts it back), so
+that its steps always run the chunked form it measures.
 """
 
 from __future__ import annotations
@@ -109,7 +113,19 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--repeats, --batch-size, --length and --tile-matrices must be ≥ 1")
     global default_tiles
     default_tiles, code_default = args.tile_matrices, wkv_module.TILE_MATRICES
+    kernel_setting = os.environ.get("AEGIR_WKV_KERNEL")
+    os.environ["AEGIR_WKV_KERNEL"] = "0"  # the steps run the chunked form (docstring)
+    try:
+        run(args, code_default)
+    finally:
+        if kernel_setting is None:
+            del os.environ["AEGIR_WKV_KERNEL"]
+        else:
+            os.environ["AEGIR_WKV_KERNEL"] = kernel_setting
 
+
+def run(args: argparse.Namespace, code_default: int) -> None:
+    """The cases, timed and compared (main's body once the kernel is off)."""
     threads = torch.get_num_threads()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"torch {torch.__version__}, {threads} intra-op threads; load average {load_average()}")

@@ -4,6 +4,7 @@ times: README, Benchmarks)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -44,3 +45,4 @@ def test_wkv_tiles_benchmark_finds_every_way_bit_equal(tmp_path, capsys):
     assert [row.split(",")[0] for row in rows] == ["op", "op", "step", "step", "step"]
     assert all(row.endswith("True") for row in rows), rows
     assert wkv_module.TILE_MATRICES == default
+    assert os.environ.get("AEGIR_WKV_KERNEL") is None  # it set the variable while it ran, then removed it

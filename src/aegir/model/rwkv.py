@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from aegir.model.ops import wkv_chunked, wkv_naive
+from aegir.model.ops import wkv_auto, wkv_naive
 
 
 @dataclass
@@ -201,7 +201,7 @@ class TimeMix(nn.Module):
         if self.naive_wkv or self.reference:
             y, new_wkv = wkv_naive(*op_args)
         else:
-            y, new_wkv = wkv_chunked(*op_args, chunk_size=self.chunk_size)  # (B, T, H, K)
+            y, new_wkv = wkv_auto(*op_args, chunk_size=self.chunk_size)  # (B, T, H, K)
 
         if self.reference:
             y = self.ln_x(y.reshape(B * T, D)).view(B, T, D)

@@ -1,11 +1,34 @@
-"""Recurrence ops as functions of tensors; layers pick one (see `aegir.model.ops.wkv`).
+"""Recurrence ops as functions of tensors; layers call `wkv_auto`, which picks one.
 
-`wkv_naive` is the reference loop, `wkv_chunked` the fast form every layer uses by default. A
-flash-linear-attention (Triton, CUDA) path would be added here, behind this one seam, selected
+* `wkv_naive` (aegir.model.ops.wkv): the reference loop.
+* `wkv_chunked` (aegir.model.ops.wkv): the chunked parallel form, batched matrix products; the
+  layers' op by default.
+* `wkv_sequential` (aegir.model.ops.wkv_cpu): a sequential C kernel for the CPU, built on first
+  use, ~3× faster there than the chunked form; the layers' op on the CPU only when
+  AEGIR_WKV_KERNEL=1, until the pipeline's figures are re-measured with it (its module says why).
+
+A flash-linear-attention (Triton, CUDA) path would be added here, behind this one seam, selected
 only when `fla` imports and the tensors are on CUDA; it is not provided: fla is not a dependency
 and there is no GPU to test it against the reference.
 """
 
-from aegir.model.ops.wkv import LOG_DECAY_MIN, MAX_CHUNK_SIZE, wkv_chunked, wkv_naive
+from __future__ import annotations
 
-__all__ = ["LOG_DECAY_MIN", "MAX_CHUNK_SIZE", "wkv_chunked", "wkv_naive"]
+import torch
+
+from aegir.model.ops import wkv_cpu
+from aegir.model.ops.wkv import LOG_DECAY_MIN, MAX_CHUNK_SIZE, wkv_chunked, wkv_naive
+from aegir.model.ops.wkv_cpu import wkv_sequential
+
+
+def wkv_auto(r: torch.Tensor, w: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.Tensor,
+        b: torch.Tensor, initial_state: torch.Tensor | None = None,
+        chunk_size: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
+    """The layers' wkv: `wkv_sequential` where `wkv_cpu.supports` the inputs (AEGIR_WKV_KERNEL=1,
+    CPU, a compiled head size), else `wkv_chunked` (same arguments and results as `wkv_naive`;
+    the two equal to rounding)."""
+    op = wkv_sequential if wkv_cpu.supports(r, v) else wkv_chunked
+    return op(r, w, k, v, a, b, initial_state, chunk_size=chunk_size)
+
+
+__all__ = ["LOG_DECAY_MIN", "MAX_CHUNK_SIZE", "wkv_auto", "wkv_chunked", "wkv_naive", "wkv_sequential"]

@@ -1,0 +1,165 @@
+/* The RWKV-7 wkv recurrence as a sequential CPU kernel, float32 (aegir.model.ops.wkv_cpu).
+
+   Per batch row and head, with the state S a (K, K) matrix held row-major (row i = key channel):
+
+       z_t = S_{t-1}^T a_t
+       S_t = diag(w_t) S_{t-1} + b_t z_t^T + k_t v_t^T
+       o_t = S_t^T r_t
+
+   w is the decay itself (the caller clamps and exponentiates). Inputs r, w, k, v, a, b are
+   (B, T, H, K) and contiguous, the state (B, H, K, K). The forward keeps the state of every
+   (row, head) in a local array and, one step at a time, writes S_t, o_t and z_{t+1} in a single
+   pass over S. For the backward it stores z_t of every step (`zs`, the inputs' shape) and S at
+   the start of every chunk of L steps, transposed (`ckpt`, (B, H, N, K, K), N = ceil(T / L)).
+   The backward recomputes a chunk's states from there (no sums: z_t is stored) and walks them
+   in reverse, with states and gradients transposed so that one pass over the state per step
+   gives every gradient:
+
+       dS_t += r_t do_t^T                     (the output's share)
+       dr_t = S_t do_t,  dw_t = rowsum(dS_t ⊙ S_{t-1}),  db_t = dS_t z_t,  dk_t = dS_t v_t
+       dz_t = dS_t^T b_t,  dv_t = dS_t^T k_t,  da_t = S_{t-1} dz_t
+       dS_{t-1} = diag(w_t) dS_t + a_t dz_t^T
+
+   Every loop order is fixed, so a result depends only on the inputs, not on how the batch rows
+   are split between calls. One function pair per head size (16, 32, 64), so that the compiler
+   sees the vector width. */
+
+#include <stdlib.h>
+#include <string.h>
+
+#define AT(b, t, h, T, H, X) ((((size_t)(b) * (T) + (t)) * (H) + (h)) * (X))
+
+#define DEFINE_WKV(KD)                                                                             \
+static inline void step_##KD(float *restrict S, const float *restrict z, float *restrict z_next,   \
+                             float *restrict o, const float *restrict wt, const float *restrict bt, \
+                             const float *restrict kt, const float *restrict vt,                   \
+                             const float *restrict rt, const float *restrict a_next) {             \
+    for (int j = 0; j < KD; j++) { z_next[j] = 0.f; o[j] = 0.f; }                                  \
+    for (int i = 0; i < KD; i++) {                                                                 \
+        const float wi = wt[i], bi = bt[i], ki = kt[i], ri = rt[i], ai = a_next[i];                \
+        float *Si = S + i * KD;                                                                    \
+        _Pragma("omp simd")                                                                        \
+        for (int j = 0; j < KD; j++) {                                                             \
+            const float x = wi * Si[j] + bi * z[j] + ki * vt[j];                                   \
+            Si[j] = x; o[j] += ri * x; z_next[j] += ai * x;                                        \
+        }                                                                                          \
+    }                                                                                              \
+}                                                                                                  \
+                                                                                                   \
+static void first_z_##KD(const float *restrict S, const float *restrict a0, float *restrict z) {  \
+    for (int j = 0; j < KD; j++) z[j] = 0.f;                                                       \
+    for (int i = 0; i < KD; i++) {                                                                 \
+        const float ai = a0[i];                                                                    \
+        _Pragma("omp simd")                                                                        \
+        for (int j = 0; j < KD; j++) z[j] += ai * S[i * KD + j];                                   \
+    }                                                                                              \
+}                                                                                                  \
+                                                                                                   \
+static void transpose_##KD(const float *restrict src, float *restrict dst) {                      \
+    for (int i = 0; i < KD; i++)                                                                   \
+        for (int j = 0; j < KD; j++) dst[j * KD + i] = src[i * KD + j];                            \
+}                                                                                                  \
+                                                                                                   \
+int wkv_forward_##KD(int B, int T, int H, int L, const float *restrict r, const float *restrict w, \
+                     const float *restrict k, const float *restrict v, const float *restrict a,    \
+                     const float *restrict b, float *restrict state, float *restrict out,          \
+                     float *restrict ckpt, float *restrict zs) {                                   \
+    const int N = (T + L - 1) / L;                                                                 \
+    const size_t KV = (size_t)KD * KD;                                                             \
+    float S[KD * KD], z[KD], z_next[KD];                                                           \
+    for (int bi = 0; bi < B; bi++)                                                                 \
+        for (int h = 0; h < H; h++) {                                                              \
+            float *Sg = state + ((size_t)bi * H + h) * KV;                                         \
+            memcpy(S, Sg, sizeof S);                                                               \
+            if (T > 0) first_z_##KD(S, a + AT(bi, 0, h, T, H, KD), z);                            \
+            for (int t = 0; t < T; t++) {                                                          \
+                const size_t p = AT(bi, t, h, T, H, KD);                                           \
+                if (ckpt && t % L == 0) /* stored transposed: the backward walks columns */       \
+                    transpose_##KD(S, ckpt + (((size_t)bi * H + h) * N + t / L) * KV);             \
+                if (zs) memcpy(zs + p, z, sizeof z);                                               \
+                const size_t p_next = t + 1 < T ? AT(bi, t + 1, h, T, H, KD) : p;                  \
+                step_##KD(S, z, z_next, out + p, w + p, b + p, k + p, v + p, r + p, a + p_next);   \
+                memcpy(z, z_next, sizeof z);                                                       \
+            }                                                                                      \
+            memcpy(Sg, S, sizeof S);                                                               \
+        }                                                                                          \
+    return 0;                                                                                      \
+}                                                                                                  \
+                                                                                                   \
+/* The backward holds states and their gradient transposed (ST[j][i] = S[i][j]): then every   \
+   per-key reduction (dr, dw, db, dk, da) is a vector accumulated over j, and only dz_j and    \
+   dv_j are sums across a vector; one pass over the state per step does all of it. */          \
+int wkv_backward_##KD(int B, int T, int H, int L, const float *restrict r,                         \
+                      const float *restrict w, const float *restrict k, const float *restrict v,   \
+                      const float *restrict a, const float *restrict b,                            \
+                      const float *restrict ckpt, const float *restrict zs,                        \
+                      const float *restrict dout, float *restrict dstate, float *restrict dr,      \
+                      float *restrict dw, float *restrict dk, float *restrict dv,                  \
+                      float *restrict da, float *restrict db) {                                    \
+    const int N = (T + L - 1) / L;                                                                 \
+    const size_t KV = (size_t)KD * KD;                                                             \
+    float *states = malloc(sizeof(float) * KV * (size_t)(L + 1));  /* S_{t0-1} … S_{t0+L-1}, ᵀ */  \
+    if (!states) return -1;                                                                        \
+    float dST[KD * KD], g[KD], acc_r[KD], acc_w[KD], acc_b[KD], acc_k[KD], acc_a[KD];              \
+    for (int bi = 0; bi < B; bi++)                                                                 \
+        for (int h = 0; h < H; h++) {                                                              \
+            float *dSg = dstate + ((size_t)bi * H + h) * KV;                                       \
+            transpose_##KD(dSg, dST);                                                              \
+            for (int n = N - 1; n >= 0; n--) {                                                     \
+                const int t0 = n * L, t1 = t0 + L < T ? t0 + L : T;                                \
+                memcpy(states, ckpt + (((size_t)bi * H + h) * N + n) * KV, sizeof dST);            \
+                for (int t = t0; t < t1; t++) {  /* S_t = diag(w) S + b zᵀ + k vᵀ, transposed */    \
+                    const float *STp = states + (size_t)(t - t0) * KV;                             \
+                    float *ST = states + (size_t)(t - t0 + 1) * KV;                                \
+                    const size_t p = AT(bi, t, h, T, H, KD);                                       \
+                    const float *wt = w + p, *bt = b + p, *kt = k + p, *zt = zs + p, *vt = v + p;  \
+                    for (int j = 0; j < KD; j++) {                                                 \
+                        const float zj = zt[j], vj = vt[j];                                        \
+                        _Pragma("omp simd")                                                        \
+                        for (int i = 0; i < KD; i++)                                               \
+                            ST[j * KD + i] = wt[i] * STp[j * KD + i] + bt[i] * zj + kt[i] * vj;    \
+                    }                                                                              \
+                }                                                                                  \
+                for (int t = t1 - 1; t >= t0; t--) {                                               \
+                    const float *ST = states + (size_t)(t - t0 + 1) * KV, *STp = ST - KV;          \
+                    const size_t p = AT(bi, t, h, T, H, KD);                                       \
+                    const float *dO = dout + p, *rt = r + p, *wt = w + p, *kt = k + p;             \
+                    const float *at = a + p, *bt = b + p, *zt = zs + p, *vt = v + p;               \
+                    for (int i = 0; i < KD; i++)                                                   \
+                        acc_r[i] = acc_w[i] = acc_b[i] = acc_k[i] = acc_a[i] = 0.f;                \
+                    for (int j = 0; j < KD; j++) {                                                 \
+                        const float doj = dO[j], zj = zt[j], vj = vt[j];                           \
+                        float *dSTj = dST + j * KD;                                                \
+                        const float *STj = ST + j * KD, *STpj = STp + j * KD;                      \
+                        float dz = 0.f, dvj = 0.f;                                                 \
+                        _Pragma("omp simd reduction(+:dz, dvj)")                                   \
+                        for (int i = 0; i < KD; i++) {                                             \
+                            const float gi = dSTj[i] + rt[i] * doj;  /* dS_t with the output's share */ \
+                            g[i] = gi;                                                             \
+                            dz += gi * bt[i]; dvj += gi * kt[i];                                   \
+                            acc_r[i] += STj[i] * doj;                                              \
+                            acc_w[i] += gi * STpj[i];                                              \
+                            acc_b[i] += gi * zj;                                                   \
+                            acc_k[i] += gi * vj;                                                   \
+                        }                                                                          \
+                        _Pragma("omp simd")                                                        \
+                        for (int i = 0; i < KD; i++) {                                             \
+                            acc_a[i] += STpj[i] * dz;                                              \
+                            dSTj[i] = wt[i] * g[i] + at[i] * dz;  /* dS_{t-1} */                   \
+                        }                                                                          \
+                        dv[p + j] = dvj;                                                           \
+                    }                                                                              \
+                    memcpy(dr + p, acc_r, sizeof acc_r); memcpy(dw + p, acc_w, sizeof acc_w);      \
+                    memcpy(db + p, acc_b, sizeof acc_b); memcpy(dk + p, acc_k, sizeof acc_k);      \
+                    memcpy(da + p, acc_a, sizeof acc_a);                                           \
+                }                                                                                  \
+            }                                                                                      \
+            transpose_##KD(dST, dSg);                                                              \
+        }                                                                                          \
+    free(states);                                                                                  \
+    return 0;                                                                                      \
+}
+
+DEFINE_WKV(16)
+DEFINE_WKV(32)
+DEFINE_WKV(64)

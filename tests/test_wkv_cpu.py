@@ -1,0 +1,178 @@
+"""The CPU wkv kernel (aegir.model.ops.wkv_cpu): against the literal loop, its determinism, its
+build and cache, and how the layers choose it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from test_wkv import NAMES, make_inputs, rel_err, run_with_grads
+
+from aegir.model.ops import wkv_auto, wkv_chunked, wkv_cpu, wkv_naive, wkv_sequential
+from aegir.model.rwkv import RWKVStack
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+needs_kernel = pytest.mark.skipif(not wkv_cpu.available(), reason=f"kernel not built: {wkv_cpu.failure()}")
+
+
+def float32_inputs(**kw):
+    return [x.detach().float().requires_grad_() for x in make_inputs(dtype=torch.float64, **kw)]
+
+
+@needs_kernel
+@pytest.mark.parametrize("K", wkv_cpu.HEAD_SIZES)
+@pytest.mark.parametrize("T,chunk_size", [(1, 32), (7, 4), (64, 32), (100, 32), (45, 12)])
+def test_kernel_matches_naive(K, T, chunk_size):
+    """Outputs, final state and the gradients of all seven inputs, against the loop (float32
+    both: the same random cotangents)."""
+    inputs = float32_inputs(B=3, T=T, H=2, K=K, V=K, seed=K + T)
+    out_n, state_n, grads_n = run_with_grads(wkv_naive, inputs)
+    out_s, state_s, grads_s = run_with_grads(wkv_sequential, inputs, chunk_size=chunk_size)
+    assert out_s.dtype == state_s.dtype == torch.float32
+    assert out_s.shape == (3, T, 2, K) and state_s.shape == (3, 2, K, K)
+    assert rel_err(out_s, out_n) < 1e-5
+    assert rel_err(state_s, state_n) < 1e-5
+    for name, gs, gn in zip(NAMES, grads_s, grads_n):
+        assert gn.abs().sum() > 0, name
+        assert rel_err(gs, gn) < 1e-5, name
+
+
+@needs_kernel
+def test_kernel_clamps_tiny_decays_like_the_other_paths():
+    inputs = float32_inputs(T=45, K=16, V=16, tiny_decay=True, seed=3)
+    out_c, state_c, grads_c = run_with_grads(wkv_chunked, inputs, chunk_size=16)
+    out_s, state_s, grads_s = run_with_grads(wkv_sequential, inputs, chunk_size=16)
+    assert rel_err(out_s, out_c) < 1e-5 and rel_err(state_s, state_c) < 1e-5
+    for name, gs, gc in zip(NAMES, grads_s, grads_c):
+        assert rel_err(gs, gc) < 1e-4, name
+
+
+@needs_kernel
+def test_results_do_not_depend_on_threads_checkpoint_spacing_or_grad_mode():
+    """Bit for bit: one thread or three (the batch rows split between calls), checkpoints every
+    5 steps or every 32, and a forward that stores no checkpoints (no_grad)."""
+    inputs = float32_inputs(B=5, T=70, H=3, K=16, V=16, seed=11)
+    out, state, grads = run_with_grads(wkv_sequential, inputs, chunk_size=32)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        out3, state3, grads3 = run_with_grads(wkv_sequential, inputs, chunk_size=5)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(out, out3) and torch.equal(state, state3)
+    assert all(torch.equal(g, g3) for g, g3 in zip(grads, grads3))
+    with torch.no_grad():
+        out_ng, state_ng = wkv_sequential(*inputs)
+    assert torch.equal(out, out_ng) and torch.equal(state, state_ng)
+
+
+@needs_kernel
+def test_empty_batch_and_empty_sequence():
+    for B, T in ((0, 9), (2, 0)):
+        inputs = float32_inputs(B=B, T=T, K=16, V=16)
+        out, state, grads = run_with_grads(wkv_sequential, inputs)
+        assert out.shape == (B, T, 2, 16)
+        assert torch.equal(state, inputs[-1].detach())  # nothing happened to the state
+        assert [g.shape for g in grads] == [x.shape for x in inputs]
+
+
+@needs_kernel
+def test_kernel_refuses_what_it_does_not_support():
+    inputs = make_inputs(K=8, V=8, dtype=torch.float32)  # head size 8: not compiled
+    assert not wkv_cpu.takes(inputs[0], inputs[3])
+    with pytest.raises(RuntimeError, match="K=8"):
+        wkv_sequential(*inputs)
+    float64 = make_inputs(K=16, V=16)
+    assert not wkv_cpu.takes(float64[0], float64[3])  # float64 stays on the chunked form
+    with pytest.raises(ValueError, match="chunk_size"):
+        wkv_sequential(*float32_inputs(K=16, V=16), chunk_size=0)
+
+
+def test_layers_take_the_kernel_only_when_asked(monkeypatch):
+    """`wkv_auto` (the layers' op): the chunked form by default; with AEGIR_WKV_KERNEL=1 the
+    kernel on CPU float32 at a compiled head size, and still the chunked form for float64; any
+    other value of the variable is an error that names it."""
+    calls = []
+
+    def spy(name, op):
+        def wrapped(*args, **kwargs):
+            calls.append(name)
+            return op(*args, **kwargs)
+        return wrapped
+
+    import aegir.model.ops as ops
+    monkeypatch.setattr(ops, "wkv_sequential", spy("kernel", wkv_sequential))
+    monkeypatch.setattr(ops, "wkv_chunked", spy("chunked", wkv_chunked))
+    monkeypatch.delenv("AEGIR_WKV_KERNEL", raising=False)
+    ops.wkv_auto(*float32_inputs(K=16, V=16))
+    monkeypatch.setenv("AEGIR_WKV_KERNEL", "1")
+    ops.wkv_auto(*float32_inputs(K=16, V=16))
+    ops.wkv_auto(*make_inputs(K=16, V=16))  # float64
+    assert calls == ["chunked", "kernel" if wkv_cpu.available() else "chunked", "chunked"]
+    monkeypatch.setenv("AEGIR_WKV_KERNEL", "yes")
+    with pytest.raises(ValueError, match="AEGIR_WKV_KERNEL"):
+        ops.wkv_auto(*float32_inputs(K=16, V=16))
+
+
+@needs_kernel
+def test_stack_with_the_kernel_matches_the_naive_stack_and_ignores_padding(monkeypatch):
+    monkeypatch.setenv("AEGIR_WKV_KERNEL", "1")
+    torch.manual_seed(0)
+    stack = RWKVStack(n_layers=2, d_model=32, head_size=16, chunk_size=8)
+    for p in stack.parameters():  # the zero-initialised outputs would hide the wkv
+        torch.nn.init.normal_(p, std=0.3)
+    x = torch.randn(3, 21, 32)
+    mask = torch.ones(3, 21, dtype=torch.bool)
+    mask[1, 13:] = False
+    calls = []
+    sequential = wkv_cpu._SequentialWKV.apply
+    monkeypatch.setattr(wkv_cpu._SequentialWKV, "apply", lambda *a: calls.append(1) or sequential(*a))
+    y_k, states_k = stack(x, mask)
+    assert len(calls) == 2  # one per layer: the kernel ran
+    stack.set_naive_wkv(True)
+    y_n, states_n = stack(x, mask)
+    assert rel_err(y_k, y_n) < 1e-4
+    for s_k, s_n in zip(states_k, states_n):
+        assert rel_err(s_k.wkv, s_n.wkv) < 1e-4
+    stack.set_naive_wkv(False)
+    y_short, states_short = stack(x[1:2, :13])  # row 1 without its padding
+    assert torch.allclose(y_short, y_k[1:2, :13], atol=1e-5)
+    for s_short, s_k in zip(states_short, states_k):
+        assert torch.allclose(s_short.wkv, s_k.wkv[1:2], atol=1e-5)
+
+
+def test_build_is_cached_and_a_failed_build_falls_back_with_a_warning(tmp_path):
+    """In fresh processes, with the kernel asked for: the first use builds into AEGIR_CACHE_DIR,
+    the second loads that file (its name hashes the source, flags, compiler and CPU); with a
+    compiler that fails, the layers warn, name the failure and run the chunked form."""
+    script = ("import warnings, torch\n"
+              "from aegir.model.ops import wkv_cpu, wkv_auto\n"
+              "with warnings.catch_warnings(record=True) as caught:\n"
+              "    warnings.simplefilter('always')\n"
+              "    x = torch.rand(1, 3, 1, 16)\n"
+              "    out, state = wkv_auto(x, x, x, x, -x, x, torch.zeros(1, 1, 16, 16))\n"
+              "print(wkv_cpu.available(), out.shape == (1, 3, 1, 16), [str(w.message) for w in caught])\n")
+    env = {**os.environ, "AEGIR_CACHE_DIR": str(tmp_path / "cache"), "AEGIR_WKV_KERNEL": "1"}
+
+    def run(**extra) -> str:
+        proc = subprocess.run([sys.executable, "-c", script], env={**env, **extra}, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    if not wkv_cpu.available():
+        pytest.skip(f"no kernel on this machine: {wkv_cpu.failure()}")
+    assert run() == "True True []"
+    built = list((tmp_path / "cache").glob("wkv_kernel-*.so"))
+    assert len(built) == 1
+    stamp = built[0].stat().st_mtime_ns
+    assert run() == "True True []"
+    assert [p.stat().st_mtime_ns for p in (tmp_path / "cache").glob("wkv_kernel-*.so")] == [stamp]
+    assert not list((tmp_path / "cache").glob(".wkv_kernel-*"))  # no temporary file left
+    failed = run(CC="false", AEGIR_CACHE_DIR=str(tmp_path / "other"))
+    assert failed.startswith("False True [") and "did not build" in failed and "chunked form" in failed
+    assert not list((tmp_path / "other").glob("*.so"))
