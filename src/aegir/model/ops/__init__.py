@@ -27,8 +27,10 @@ def wkv_auto(r: torch.Tensor, w: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     """The layers' wkv: `wkv_sequential` where `wkv_cpu.supports` the inputs (AEGIR_WKV_KERNEL=1,
     CPU, a compiled head size), else `wkv_chunked` (same arguments and results as `wkv_naive`;
     the two equal to rounding)."""
-    op = wkv_sequential if wkv_cpu.supports(r, v) else wkv_chunked
-    return op(r, w, k, v, a, b, initial_state, chunk_size=chunk_size)
+    if wkv_cpu.supports(r, v):
+        wkv_cpu.warn_once_in_use()
+        return wkv_sequential(r, w, k, v, a, b, initial_state, chunk_size=chunk_size)
+    return wkv_chunked(r, w, k, v, a, b, initial_state, chunk_size=chunk_size)
 
 
 __all__ = ["LOG_DECAY_MIN", "MAX_CHUNK_SIZE", "wkv_auto", "wkv_chunked", "wkv_naive", "wkv_sequential"]

@@ -128,6 +128,21 @@ def library() -> ctypes.CDLL | None:
         return _library
 
 
+_warned_in_use = False
+
+
+def warn_once_in_use() -> None:
+    """Say once per process that the layers run the kernel: DVC and Snakemake do not track
+    environment variables, so outputs written so are not those `dvc.lock` records for the
+    default."""
+    global _warned_in_use
+    if not _warned_in_use:
+        _warned_in_use = True
+        warnings.warn("aegir: AEGIR_WKV_KERNEL=1, the layers run the CPU wkv kernel: the same model to "
+                      "rounding, not to the bit, as the default chunked form; outputs written now differ "
+                      "from a run without it, and DVC does not track this variable", RuntimeWarning, stacklevel=3)
+
+
 def available() -> bool:
     return library() is not None
 
