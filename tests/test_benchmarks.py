@@ -4,6 +4,7 @@ times: README, Benchmarks)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import torch
 
 from aegir.model.ops import wkv as wkv_module
+from aegir.model.ops import wkv_cpu
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -46,3 +48,28 @@ def test_wkv_tiles_benchmark_finds_every_way_bit_equal(tmp_path, capsys):
     assert all(row.endswith("True") for row in rows), rows
     assert wkv_module.TILE_MATRICES == default
     assert os.environ.get("AEGIR_WKV_KERNEL") is None  # it set the variable while it ran, then removed it
+
+
+def test_phase1_benchmark_times_every_path_and_the_kernel(tmp_path, capsys):
+    """bench_phase1 at tiny sizes: before (the code of its baseline commit, from git), after,
+    after with the CPU wkv kernel when it builds, and the context paths each get a row with
+    their FLOPs, and the kernel's ratio is printed; AEGIR_WKV_KERNEL is put back."""
+    bench = load("bench_phase1")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        bench.main(["--preset", "tiny", "--steps", "1", "--batch-size", "2", "--length", "70",
+                    "--top", "3", "--data", str(tmp_path / "no-data"), "--json", str(tmp_path / "out.json")])
+    finally:
+        torch.set_num_threads(threads)
+    out = capsys.readouterr().out
+    figures = json.loads((tmp_path / "out.json").read_text())
+    expected = {"before", "after", "before, 1 thread", "after, whole batch, 1 thread", "after, whole batch, 2 threads"}
+    if wkv_cpu.available():
+        expected.add("after, wkv kernel")
+        assert "after with the wkv kernel / before:" in out
+        # the kernel's path counts fewer matmul FLOPs: its recurrence is not made of matmuls
+        assert figures["paths"]["after, wkv kernel"]["gflop_per_step"] < figures["paths"]["after"]["gflop_per_step"]
+    assert set(figures["paths"]) == expected
+    assert all(path["ms_per_step"] > 0 for path in figures["paths"].values())
+    assert os.environ.get("AEGIR_WKV_KERNEL") is None
