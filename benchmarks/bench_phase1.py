@@ -15,8 +15,8 @@ In one process:
      batch at once, torch's intra-op threads splitting each op;
    * after: the current code stepped as Phase 1 steps it now (`aegir.train.step.ShardedStep`:
      one shard per intra-op thread, each shard in its own thread);
-   * after with the CPU wkv kernel (`aegir.model.ops.wkv_cpu`, asked for with AEGIR_WKV_KERNEL=1
-     around its steps; not the layers' default yet), sharded as after, when the kernel builds;
+   * after with the CPU wkv kernel (`aegir.model.ops.wkv_cpu`: the preset with `wkv_kernel`
+     on; off in every preset so far), sharded as after, when the kernel builds;
    * and, for context, before with one intra-op thread and after on the whole batch with one
      thread (how much is work saved and how much is the use of the cores), and after on the whole
      batch with torch's intra-op threads, as before steps (which use of the cores is faster on
@@ -32,7 +32,6 @@ In one process:
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import json
 import os
@@ -42,7 +41,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -108,30 +106,6 @@ def import_baseline(rev: str):
         source.write_text(re.sub(r"\b(from|import) aegir\b", r"\1 aegir_baseline", source.read_text()))
     sys.path.insert(0, str(root))
     return importlib.import_module("aegir_baseline.model.aegir")
-
-
-@contextlib.contextmanager
-def wkv_kernel():
-    """The layers on the CPU wkv kernel (AEGIR_WKV_KERNEL=1) for the duration; then as before.
-    (Its warning that outputs differ from the default's says nothing new here.)"""
-    setting = os.environ.get("AEGIR_WKV_KERNEL")
-    os.environ["AEGIR_WKV_KERNEL"] = "1"
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="aegir: AEGIR_WKV_KERNEL=1")
-            yield
-    finally:
-        if setting is None:
-            del os.environ["AEGIR_WKV_KERNEL"]
-        else:
-            os.environ["AEGIR_WKV_KERNEL"] = setting
-
-
-def with_kernel(forward_backward: Callable[[], None]) -> Callable[[], None]:
-    def run() -> None:
-        with wkv_kernel():
-            forward_backward()
-    return run
 
 
 class TrainingPath:
@@ -203,9 +177,9 @@ def main(argv: list[str] | None = None) -> None:
     real_bytes = int(batch.byte_mask.sum())
     baseline = import_baseline(args.baseline_rev)
 
-    def model(code):
+    def model(code, **overrides):
         torch.manual_seed(0)
-        return code.AegirModel(code.preset(args.preset))
+        return code.AegirModel(code.preset(args.preset, **overrides))
 
     import aegir.model.aegir as current
     before, before_1, after, after_1 = model(baseline), model(baseline), model(current), model(current)
@@ -221,10 +195,9 @@ def main(argv: list[str] | None = None) -> None:
                      lambda: whole_batch_step(after_whole, batch), threads),
     ]
     if wkv_cpu.available():
-        after_kernel = model(current)
+        after_kernel = model(current, wkv_kernel=True)
         sharded_kernel = ShardedStep(after_kernel, workers)
-        paths.insert(2, TrainingPath("after, wkv kernel", after_kernel, with_kernel(lambda: sharded_kernel(batch)),
-                                     threads))
+        paths.insert(2, TrainingPath("after, wkv kernel", after_kernel, lambda: sharded_kernel(batch), threads))
     else:
         print(f"CPU wkv kernel: not built ({wkv_cpu.failure()}); its path is left out")
     if args.bf16:
@@ -240,8 +213,7 @@ def main(argv: list[str] | None = None) -> None:
         path.step()  # warm-up
         with FlopCounterMode(display=False) as counter:  # counts this thread's ops: whole batch
             torch.set_num_threads(threads)
-            fb = whole_batch(path.model, batch)
-            (with_kernel(fb) if "kernel" in path.name else fb)()
+            whole_batch(path.model, batch)()
         path.model.zero_grad(set_to_none=True)
         flops[path.name] = counter.get_total_flops()
     for path in paths:

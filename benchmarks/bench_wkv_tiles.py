@@ -22,9 +22,8 @@ gives one tile), it times
 and checks that each way's outputs and gradients with tiles equal those without, bit for bit:
 tiling may change the speed and nothing else. Reports medians and their ratios.
 
-The layers run the chunked form unless AEGIR_WKV_KERNEL=1 asks for the CPU kernel
-(`aegir.model.ops.wkv_cpu`); this benchmark sets it to 0 while it runs (and puts it back), so
-that its steps always run the chunked form it measures.
+A model whose config asks for the CPU kernel (`wkv_kernel`, aegir.model.ops.wkv_cpu) is put on
+the chunked form here, so that its steps run the form this benchmark measures.
 """
 
 from __future__ import annotations
@@ -113,19 +112,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--repeats, --batch-size, --length and --tile-matrices must be ≥ 1")
     global default_tiles
     default_tiles, code_default = args.tile_matrices, wkv_module.TILE_MATRICES
-    kernel_setting = os.environ.get("AEGIR_WKV_KERNEL")
-    os.environ["AEGIR_WKV_KERNEL"] = "0"  # the steps run the chunked form (docstring)
-    try:
-        run(args, code_default)
-    finally:
-        if kernel_setting is None:
-            del os.environ["AEGIR_WKV_KERNEL"]
-        else:
-            os.environ["AEGIR_WKV_KERNEL"] = kernel_setting
 
-
-def run(args: argparse.Namespace, code_default: int) -> None:
-    """The cases, timed and compared (main's body once the kernel is off)."""
     threads = torch.get_num_threads()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
           f"torch {torch.__version__}, {threads} intra-op threads; load average {load_average()}")
@@ -141,6 +128,7 @@ def run(args: argparse.Namespace, code_default: int) -> None:
         whole_batch_step(model, batch)
         optimizer.step()
         what = f"preset {args.preset}, one AdamW step from its initial weights"
+    model.set_wkv_kernel(False)  # the chunked form, whose tiles this measures (docstring)
     config = model.config
     H, K = config.d_model // config.head_size, config.head_size
     print(f"model: {what}; {H} heads of {K}, wkv chunk {config.wkv_chunk_size}; "

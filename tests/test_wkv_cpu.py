@@ -6,13 +6,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import warnings
 
 import pytest
 import torch
+from test_model import TABLES, make_batch
 from test_wkv import NAMES, make_inputs, rel_err, run_with_grads
 
-from aegir.model.ops import wkv_auto, wkv_chunked, wkv_cpu, wkv_naive, wkv_sequential
+from aegir.model.aegir import AegirModel, preset
+from aegir.model.checkpoint import load_checkpoint, save_checkpoint
+from aegir.model.ops import wkv_chunked, wkv_cpu, wkv_naive, wkv_sequential
 from aegir.model.rwkv import RWKVStack
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -93,10 +95,10 @@ def test_kernel_refuses_what_it_does_not_support():
         wkv_sequential(*float32_inputs(K=16, V=16), chunk_size=0)
 
 
-def test_layers_take_the_kernel_only_when_asked(monkeypatch):
-    """`wkv_auto` (the layers' op): the chunked form by default; with AEGIR_WKV_KERNEL=1 the
-    kernel on CPU float32 at a compiled head size, and still the chunked form for float64; any
-    other value of the variable is an error that names it."""
+def test_layers_take_the_kernel_only_when_their_config_asks(monkeypatch):
+    """`wkv_auto` (the layers' op): the chunked form unless asked; asked, the kernel on CPU
+    float32 at a compiled head size and still the chunked form for float64 or another head size.
+    A model built with `wkv_kernel` runs it in every layer; its config says so."""
     calls = []
 
     def spy(name, op):
@@ -108,29 +110,45 @@ def test_layers_take_the_kernel_only_when_asked(monkeypatch):
     import aegir.model.ops as ops
     monkeypatch.setattr(ops, "wkv_sequential", spy("kernel", wkv_sequential))
     monkeypatch.setattr(ops, "wkv_chunked", spy("chunked", wkv_chunked))
-    monkeypatch.delenv("AEGIR_WKV_KERNEL", raising=False)
     ops.wkv_auto(*float32_inputs(K=16, V=16))
-    monkeypatch.setenv("AEGIR_WKV_KERNEL", "1")
-    monkeypatch.setattr(wkv_cpu, "_warned_in_use", False)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        ops.wkv_auto(*float32_inputs(K=16, V=16))
-        ops.wkv_auto(*float32_inputs(K=16, V=16))  # said once per process
-    assert len([w for w in caught if "DVC does not track" in str(w.message)]) == (1 if wkv_cpu.available() else 0)
-    calls.pop()
-    ops.wkv_auto(*make_inputs(K=16, V=16))  # float64
-    assert calls == ["chunked", "kernel" if wkv_cpu.available() else "chunked", "chunked"]
-    monkeypatch.setenv("AEGIR_WKV_KERNEL", "yes")
-    with pytest.raises(ValueError, match="AEGIR_WKV_KERNEL"):
-        ops.wkv_auto(*float32_inputs(K=16, V=16))
+    ops.wkv_auto(*float32_inputs(K=16, V=16), kernel=True)
+    ops.wkv_auto(*make_inputs(K=16, V=16), kernel=True)  # float64
+    ops.wkv_auto(*float32_inputs(K=8, V=8), kernel=True)  # head size 8: not compiled
+    assert calls == ["chunked", "kernel" if wkv_cpu.available() else "chunked", "chunked", "chunked"]
+
+    model = AegirModel(preset("tiny", wkv_kernel=True))
+    assert all(block.att.wkv_kernel for stack in (model.encoder, model.main, model.decoder)
+               for block in stack.blocks)
+    model.set_wkv_kernel(False)
+    assert not model.config.wkv_kernel
+    assert not any(block.att.wkv_kernel for block in model.encoder.blocks)
 
 
 @needs_kernel
-@pytest.mark.filterwarnings("ignore:aegir. AEGIR_WKV_KERNEL=1")
-def test_stack_with_the_kernel_matches_the_naive_stack_and_ignores_padding(monkeypatch):
-    monkeypatch.setenv("AEGIR_WKV_KERNEL", "1")
+def test_a_model_on_the_kernel_matches_the_chunked_model_and_its_checkpoint_says_so(tmp_path):
+    """The tiny model with `wkv_kernel`: the same outputs as with the chunked form, to rounding;
+    its checkpoint records the setting and loads with it."""
     torch.manual_seed(0)
-    stack = RWKVStack(n_layers=2, d_model=32, head_size=16, chunk_size=8)
+    model = AegirModel(preset("tiny", wkv_kernel=True))
+    for p in model.parameters():  # the zero-initialised outputs would hide the wkv
+        torch.nn.init.normal_(p, std=0.2)
+    batch = make_batch(TABLES)
+    with torch.no_grad():
+        on_kernel = model(batch)
+        model.set_wkv_kernel(False)
+        chunked = model(batch)
+        model.set_wkv_kernel(True)
+    assert rel_err(on_kernel.cta_logits, chunked.cta_logits) < 1e-4
+    assert rel_err(on_kernel.cpa_logits, chunked.cpa_logits) < 1e-4
+    save_checkpoint(tmp_path / "ckpt", model)
+    loaded, _ = load_checkpoint(tmp_path / "ckpt")
+    assert loaded.config.wkv_kernel and loaded.main.blocks[0].att.wkv_kernel
+
+
+@needs_kernel
+def test_stack_with_the_kernel_matches_the_naive_stack_and_ignores_padding(monkeypatch):
+    torch.manual_seed(0)
+    stack = RWKVStack(n_layers=2, d_model=32, head_size=16, chunk_size=8, wkv_kernel=True)
     for p in stack.parameters():  # the zero-initialised outputs would hide the wkv
         torch.nn.init.normal_(p, std=0.3)
     x = torch.randn(3, 21, 32)
@@ -154,17 +172,17 @@ def test_stack_with_the_kernel_matches_the_naive_stack_and_ignores_padding(monke
 
 
 def test_build_is_cached_and_a_failed_build_falls_back_with_a_warning(tmp_path):
-    """In fresh processes, with the kernel asked for: the first use builds into AEGIR_CACHE_DIR,
-    the second loads that file (its name hashes the source, flags, compiler and CPU); with a
+    """In fresh processes, the kernel asked for: the first use builds into AEGIR_CACHE_DIR, the
+    second loads that file (its name hashes the source, flags, compiler and CPU); with a
     compiler that fails, the layers warn, name the failure and run the chunked form."""
     script = ("import warnings, torch\n"
               "from aegir.model.ops import wkv_cpu, wkv_auto\n"
               "with warnings.catch_warnings(record=True) as caught:\n"
               "    warnings.simplefilter('always')\n"
               "    x = torch.rand(1, 3, 1, 16)\n"
-              "    out, state = wkv_auto(x, x, x, x, -x, x, torch.zeros(1, 1, 16, 16))\n"
+              "    out, state = wkv_auto(x, x, x, x, -x, x, torch.zeros(1, 1, 16, 16), kernel=True)\n"
               "print(wkv_cpu.available(), out.shape == (1, 3, 1, 16), sorted(str(w.message) for w in caught))\n")
-    env = {**os.environ, "AEGIR_CACHE_DIR": str(tmp_path / "cache"), "AEGIR_WKV_KERNEL": "1"}
+    env = {**os.environ, "AEGIR_CACHE_DIR": str(tmp_path / "cache")}
 
     def run(**extra) -> str:
         proc = subprocess.run([sys.executable, "-c", script], env={**env, **extra}, capture_output=True,
@@ -176,8 +194,7 @@ def test_build_is_cached_and_a_failed_build_falls_back_with_a_warning(tmp_path):
         pytest.skip(f"no kernel on this machine: {wkv_cpu.failure()}")
     for attempt in range(2):
         shown = run()
-        assert shown.startswith("True True ['aegir: AEGIR_WKV_KERNEL=1, the layers run the CPU wkv kernel")
-        assert "did not build" not in shown
+        assert shown == "True True []"
         if attempt == 0:
             built = list((tmp_path / "cache").glob("wkv_kernel-*.so"))
             assert len(built) == 1

@@ -6,6 +6,8 @@ Only modules and the model config live here; data, optimiser and logging live el
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import asdict, dataclass, field, fields
 
 import torch
@@ -43,6 +45,8 @@ class AegirConfig:
     ratio_loss_weight: float = 0.03  # weight of the ratio loss in the total loss (H-Net: 0.03)
     force_column_boundaries: bool = True  # every COLUMN_SEP byte starts a chunk
     wkv_chunk_size: int = 32  # chunk length of the chunked wkv form (≤ 64)
+    wkv_kernel: bool = False  # the wkv on the CPU kernel (aegir.model.ops.wkv_cpu) where it applies;
+    #                          False: the chunked form everywhere (the two equal to rounding)
     n_cta: int = field(default_factory=lambda: len(cta_vocab()))  # CTA classes (82)
     n_cpa: int = field(default_factory=lambda: len(cpa_vocab()))  # CPA classes (108)
     dropout: float = 0.0  # dropout on the embedding and the column vectors
@@ -81,15 +85,15 @@ PRESETS: dict[str, dict] = {
     # tests: a forward + backward in well under a second
     "tiny": dict(d_model=32, head_size=16, ffn_mult=2, encoder_layers=1, main_layers=1,
                  decoder_layers=1, context_layers=1, context_heads=2, wkv_chunk_size=16,
-                 ngram_max=3, ngram_buckets=512),
+                 ngram_max=3, ngram_buckets=512, wkv_kernel=False),
     # default: trains on 2 CPU cores in minutes
     "cpu": dict(d_model=96, head_size=32, ffn_mult=2, encoder_layers=1, main_layers=2,
                 decoder_layers=1, context_layers=1, context_heads=4, wkv_chunk_size=32,
-                ngram_max=4, ngram_buckets=16384),
+                ngram_max=4, ngram_buckets=16384, wkv_kernel=False),
     # accelerators: ~100 M parameters
     "gpu": dict(d_model=768, head_size=64, ffn_mult=4, encoder_layers=2, main_layers=12,
                 decoder_layers=2, context_layers=2, context_heads=12, wkv_chunk_size=64,
-                ngram_max=4, ngram_buckets=65536),
+                ngram_max=4, ngram_buckets=65536, wkv_kernel=False),
 }
 
 
@@ -222,13 +226,13 @@ class AegirModel(nn.Module):
                             if config.ngram_max >= 2 else None)
         self.ln_embed = nn.LayerNorm(D)
         self.drop = nn.Dropout(config.dropout)
-        self.encoder = RWKVStack(config.encoder_layers, D, K, cs, fm)
+        self.encoder = RWKVStack(config.encoder_layers, D, K, cs, fm, config.wkv_kernel)
         self.routing = RoutingModule(D)
-        self.main = RWKVStack(config.main_layers, D, K, cs, fm)
+        self.main = RWKVStack(config.main_layers, D, K, cs, fm, config.wkv_kernel)
         self.residual_proj = nn.Linear(D, D)
         nn.init.zeros_(self.residual_proj.weight)
         nn.init.zeros_(self.residual_proj.bias)
-        self.decoder = RWKVStack(config.decoder_layers, D, K, cs, fm)
+        self.decoder = RWKVStack(config.decoder_layers, D, K, cs, fm, config.wkv_kernel)
         self.pool_proj = nn.Linear(2 * D, D)
         self.column_position = nn.Embedding(config.max_columns, D)
         nn.init.normal_(self.column_position.weight, std=0.02)
@@ -245,6 +249,13 @@ class AegirModel(nn.Module):
         """Run every recurrence through the reference loop (tests) or the chunked form."""
         for stack in (self.encoder, self.main, self.decoder):
             stack.set_naive_wkv(naive)
+
+    def set_wkv_kernel(self, kernel: bool) -> None:
+        """Run every recurrence on the CPU kernel where it applies (True) or the chunked form;
+        the config, which checkpoints save, says so too."""
+        self.config = dataclasses.replace(self.config, wkv_kernel=kernel)
+        for stack in (self.encoder, self.main, self.decoder):
+            stack.set_wkv_kernel(kernel)
 
     def set_reference(self, reference: bool) -> None:
         """Run every op with a fast path through its literal reference instead (tests; slow): the

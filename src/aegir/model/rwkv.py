@@ -107,17 +107,19 @@ class TimeMix(nn.Module):
 
     `reference` runs every op through its literal version (tests; never faster): the wkv loop
     instead of the chunked form, RWKV-7's decay formula instead of `decay`, nn.GroupNorm instead
-    of `head_group_norm`. `naive_wkv` swaps the wkv op alone.
+    of `head_group_norm`. `naive_wkv` swaps the wkv op alone. `wkv_kernel` runs the wkv on the
+    CPU kernel where it takes the inputs (`aegir.model.ops.wkv_auto`), else the chunked form.
     """
 
     def __init__(self, d_model: int, head_size: int, layer_id: int, n_layers: int,
-                 chunk_size: int = 32, naive_wkv: bool = False):
+                 chunk_size: int = 32, naive_wkv: bool = False, wkv_kernel: bool = False):
         super().__init__()
         if d_model % head_size:
             raise ValueError(f"d_model {d_model} is not a multiple of head_size {head_size}")
         D, K = d_model, head_size
         self.n_head, self.head_size = D // K, K
         self.chunk_size, self.naive_wkv, self.reference = chunk_size, naive_wkv, False
+        self.wkv_kernel = wkv_kernel
         depth = layer_id / max(1, n_layers - 1)  # 0 → first layer, 1 → last
         keep = 1.0 - layer_id / n_layers  # 1 → first layer, → 0 at the last
         frac = torch.arange(D, dtype=torch.float32) / D
@@ -201,7 +203,8 @@ class TimeMix(nn.Module):
         if self.naive_wkv or self.reference:
             y, new_wkv = wkv_naive(*op_args)
         else:
-            y, new_wkv = wkv_auto(*op_args, chunk_size=self.chunk_size)  # (B, T, H, K)
+            # (B, T, H, K)
+            y, new_wkv = wkv_auto(*op_args, chunk_size=self.chunk_size, kernel=self.wkv_kernel)
 
         if self.reference:
             y = self.ln_x(y.reshape(B * T, D)).view(B, T, D)
@@ -237,10 +240,10 @@ class RWKVBlock(nn.Module):
     """Pre-LayerNorm residual block: x + TimeMix(LN(x)), then + ChannelMix(LN(·))."""
 
     def __init__(self, d_model: int, head_size: int, layer_id: int, n_layers: int,
-                 chunk_size: int = 32, ffn_mult: int = 4):
+                 chunk_size: int = 32, ffn_mult: int = 4, wkv_kernel: bool = False):
         super().__init__()
         self.ln1 = nn.LayerNorm(d_model)
-        self.att = TimeMix(d_model, head_size, layer_id, n_layers, chunk_size)
+        self.att = TimeMix(d_model, head_size, layer_id, n_layers, chunk_size, wkv_kernel=wkv_kernel)
         self.ln2 = nn.LayerNorm(d_model)
         self.ffn = ChannelMix(d_model, layer_id, n_layers, ffn_mult)
 
@@ -256,18 +259,23 @@ class RWKVStack(nn.Module):
     """n_layers RWKV blocks and a final LayerNorm, with per-layer recurrent state in and out."""
 
     def __init__(self, n_layers: int, d_model: int, head_size: int, chunk_size: int = 32,
-                 ffn_mult: int = 4):
+                 ffn_mult: int = 4, wkv_kernel: bool = False):
         super().__init__()
         self.d_model, self.head_size = d_model, head_size
         self.n_head = d_model // head_size
         self.blocks = nn.ModuleList(
-            RWKVBlock(d_model, head_size, i, n_layers, chunk_size, ffn_mult) for i in range(n_layers))
+            RWKVBlock(d_model, head_size, i, n_layers, chunk_size, ffn_mult, wkv_kernel) for i in range(n_layers))
         self.ln_out = nn.LayerNorm(d_model)
 
     def set_naive_wkv(self, naive: bool) -> None:
         """Use the reference loop (True) or the chunked form (False) in every layer."""
         for block in self.blocks:
             block.att.naive_wkv = naive
+
+    def set_wkv_kernel(self, kernel: bool) -> None:
+        """Run every layer's wkv on the CPU kernel where it applies (True) or the chunked form."""
+        for block in self.blocks:
+            block.att.wkv_kernel = kernel
 
     def set_reference(self, reference: bool) -> None:
         """Run every layer's ops through their literal reference versions (see `TimeMix`)."""

@@ -4,8 +4,9 @@
 * `wkv_chunked` (aegir.model.ops.wkv): the chunked parallel form, batched matrix products; the
   layers' op by default.
 * `wkv_sequential` (aegir.model.ops.wkv_cpu): a sequential C kernel for the CPU, built on first
-  use, ~3× faster there than the chunked form; the layers' op on the CPU only when
-  AEGIR_WKV_KERNEL=1, until the pipeline's figures are re-measured with it (its module says why).
+  use, ~3× faster there than the chunked form; the layers' op on the CPU when the model's config
+  asks for it (`AegirConfig.wkv_kernel`, off in every preset until the pipeline's figures are
+  re-measured with it: its module says why).
 
 A flash-linear-attention (Triton, CUDA) path would be added here, behind this one seam, selected
 only when `fla` imports and the tensors are on CUDA; it is not provided: fla is not a dependency
@@ -22,13 +23,12 @@ from aegir.model.ops.wkv_cpu import wkv_sequential
 
 
 def wkv_auto(r: torch.Tensor, w: torch.Tensor, k: torch.Tensor, v: torch.Tensor, a: torch.Tensor,
-        b: torch.Tensor, initial_state: torch.Tensor | None = None,
-        chunk_size: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
-    """The layers' wkv: `wkv_sequential` where `wkv_cpu.supports` the inputs (AEGIR_WKV_KERNEL=1,
-    CPU, a compiled head size), else `wkv_chunked` (same arguments and results as `wkv_naive`;
+             b: torch.Tensor, initial_state: torch.Tensor | None = None, chunk_size: int = 32,
+             kernel: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The layers' wkv: with `kernel`, `wkv_sequential` where `wkv_cpu.takes` the inputs (CPU, a
+    compiled head size, built), else `wkv_chunked` (same arguments and results as `wkv_naive`;
     the two equal to rounding)."""
-    if wkv_cpu.supports(r, v):
-        wkv_cpu.warn_once_in_use()
+    if kernel and wkv_cpu.takes(r, v):
         return wkv_sequential(r, w, k, v, a, b, initial_state, chunk_size=chunk_size)
     return wkv_chunked(r, w, k, v, a, b, initial_state, chunk_size=chunk_size)
 

@@ -15,12 +15,13 @@ It is built on first use with the machine's C compiler (`$CC`, default `cc`; `-O
 a name that hashes the source, the flags, the compiler's version and the CPU's flags, and is
 loaded with ctypes. `available()` says whether it built (`failure()` why not).
 
-**The layers use it only when asked** (`AEGIR_WKV_KERNEL=1`; `wkv_auto` in `aegir.model.ops`),
-where `supports` allows (CPU, key size = value size ∈ {16, 32, 64}, float32 or half precision
-computed in float32); by default they run the chunked form. The kernel computes the same model
-to rounding, not to the bit, so making it the default changes every checkpoint and every
-figure the pipeline reports: that switch waits until the pipeline's results are re-measured
-with it (README, Benchmarks).
+**The layers use it when the model's config asks** (`AegirConfig.wkv_kernel`, a preset field in
+params.yaml, so DVC tracks it; `wkv_auto` in `aegir.model.ops`), where `takes` allows (CPU, key
+size = value size ∈ {16, 32, 64}, float32 or half precision computed in float32), and the
+chunked form elsewhere. Every preset has it off: the kernel computes the same model to
+rounding, not to the bit, so turning it on changes every checkpoint and every figure the
+pipeline reports, and that switch waits until the pipeline's results are re-measured with it
+(README, Benchmarks).
 
 Results depend only on the inputs: loop orders are fixed, and a call split over threads (by
 batch rows, each row's work unchanged) gives the same bits as one call.
@@ -53,14 +54,6 @@ _library: ctypes.CDLL | None = None
 _failure: str | None = None
 _pool: ThreadPoolExecutor | None = None  # threads for calls split by batch rows, `_pool_size` of them
 _pool_size = 0
-
-
-def enabled() -> bool:
-    """Whether the layers are asked to use the kernel (AEGIR_WKV_KERNEL=1; off by default)."""
-    value = os.environ.get("AEGIR_WKV_KERNEL", "0")
-    if value not in ("0", "1"):
-        raise ValueError(f"AEGIR_WKV_KERNEL must be 0 or 1, got {value!r}")
-    return value == "1"
 
 
 def cache_dir() -> Path:
@@ -128,21 +121,6 @@ def library() -> ctypes.CDLL | None:
         return _library
 
 
-_warned_in_use = False
-
-
-def warn_once_in_use() -> None:
-    """Say once per process that the layers run the kernel: DVC and Snakemake do not track
-    environment variables, so outputs written so are not those `dvc.lock` records for the
-    default."""
-    global _warned_in_use
-    if not _warned_in_use:
-        _warned_in_use = True
-        warnings.warn("aegir: AEGIR_WKV_KERNEL=1, the layers run the CPU wkv kernel: the same model to "
-                      "rounding, not to the bit, as the default chunked form; outputs written now differ "
-                      "from a run without it, and DVC does not track this variable", RuntimeWarning, stacklevel=3)
-
-
 def available() -> bool:
     return library() is not None
 
@@ -157,11 +135,6 @@ def takes(r: torch.Tensor, v: torch.Tensor) -> bool:
     float32), key size = value size ∈ HEAD_SIZES, and built."""
     return (r.device.type == "cpu" and r.dtype in (torch.float32, torch.float16, torch.bfloat16)
             and r.shape[-1] == v.shape[-1] and r.shape[-1] in HEAD_SIZES and available())
-
-
-def supports(r: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether the layers run these inputs through the kernel: asked to (`enabled`) and `takes`."""
-    return enabled() and takes(r, v)
 
 
 def _run(kind: str, K: int, tensors: list[torch.Tensor | None], B: int, T: int, H: int, L: int) -> None:
@@ -233,8 +206,8 @@ def wkv_sequential(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The kernel; same arguments and results as `wkv_naive` (float32). `chunk_size`: steps
     between the backward's stored states (memory B·H·⌈T/chunk_size⌉·K² floats, besides one
-    input's size for the stored z_t; the results do not depend on it). Called by name it runs
-    whatever AEGIR_WKV_KERNEL says; RuntimeError where `takes` says no."""
+    input's size for the stored z_t; the results do not depend on it). RuntimeError where
+    `takes` says no."""
     B, T, H, K, V = _check_shapes(r, w, k, v, a, b, initial_state)
     if not takes(r, v):
         raise RuntimeError(f"wkv_sequential: not for these inputs (device {r.device.type}, {r.dtype}, "
