@@ -12,6 +12,7 @@ import torch
 from test_model import TABLES, make_batch
 from test_wkv import NAMES, make_inputs, rel_err, run_with_grads
 
+from aegir.errors import ConfigError
 from aegir.model.aegir import AegirModel, preset
 from aegir.model.checkpoint import load_checkpoint, save_checkpoint
 from aegir.model.ops import wkv_chunked, wkv_cpu, wkv_naive, wkv_sequential
@@ -122,6 +123,12 @@ def test_layers_take_the_kernel_only_when_their_config_asks(monkeypatch):
     model.set_wkv_kernel(False)
     assert not model.config.wkv_kernel
     assert not any(block.att.wkv_kernel for block in model.encoder.blocks)
+
+
+@pytest.mark.parametrize("value", ["no", 1, None])
+def test_a_wkv_kernel_setting_that_is_not_a_bool_is_refused_by_name(value):
+    with pytest.raises(ConfigError, match=r"model\.wkv_kernel: must be true or false"):
+        preset("tiny", wkv_kernel=value)
 
 
 @needs_kernel

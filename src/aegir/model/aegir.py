@@ -78,6 +78,8 @@ class AegirConfig:
         check(1 <= self.ngram_buckets <= 1 << 22, "ngram_buckets",
               f"must be in [1, {1 << 22}], got {self.ngram_buckets}")
         check(self.n_cta >= 1 and self.n_cpa >= 1, "n_cta", "label counts must be ≥ 1")
+        check(isinstance(self.wkv_kernel, bool), "wkv_kernel",  # "no" or 1 would be taken as on
+              f"must be true or false, got {self.wkv_kernel!r}")
 
 
 # Overrides of AegirConfig per size; mirrored in params.yaml.
