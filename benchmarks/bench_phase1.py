@@ -7,7 +7,8 @@ In one process:
 1. the machine's fp32 matmul peak: best GFLOP/s of a 1024×1024 matmul with torch's intra-op
    threads (all cores by default), measured before and after the steps, the higher one kept
    (on a shared machine both are below what the cores give when idle);
-2. training steps (forward + backward + gradient clipping + AdamW) on the same batch (the
+2. training steps (forward + backward + gradient clipping + AdamW: its loop form before, the
+   fused form Phase 1 now uses after) on the same batch (the
    `--batch-size` longest prepared training tables, or random bytes when there is no prepared
    data) by
    * before: the model code of `--baseline-rev` (default: the last commit before the speed work),
@@ -113,7 +114,9 @@ class TrainingPath:
 
     def __init__(self, name: str, model: torch.nn.Module, forward_backward: Callable[[], None], threads: int):
         self.name, self.model, self.forward_backward, self.threads = name, model, forward_backward, threads
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        # AdamW as each code's Phase 1 stepped it: the loop form before, the fused form after
+        fused = {} if name.startswith("before") else {"fused": True}
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, **fused)
         self.wall: list[float] = []
         self.cpu: list[float] = []
 

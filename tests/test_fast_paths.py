@@ -13,7 +13,7 @@ import torch.nn as nn
 
 from aegir.model.aegir import AegirModel, preset
 from aegir.model.ops.wkv import _unit_lower_inverse
-from aegir.model.rwkv import RWKVStack, TimeMix, decay, decay_reference, head_group_norm
+from aegir.model.rwkv import RWKVStack, TimeMix, decay, decay_reference, head_group_norm, squared_relu
 from aegir.train.step import whole_batch_step
 
 from test_step import synthetic_batch
@@ -50,6 +50,25 @@ def test_decay_equals_rwkv7_formula():
     (g_ref,) = torch.autograd.grad(ref.sum(), z)
     assert rel_err(g_fast, g_ref) < 1e-12
     assert fast.min() > 0.545 and fast.max() <= 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_squared_relu_is_bit_equal_to_relu_then_power(dtype):
+    """The channel mix's fused relu² and its one-op backward: the same bits as
+    `torch.relu(x) ** 2` and its autograd, values and gradients (zeros and negatives included)."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 33, 24, generator=g, dtype=dtype)
+    x[0, 0, :4] = 0.0
+    cotangent = torch.randn(x.shape, generator=g, dtype=dtype)
+    results = []
+    for op in (lambda t: torch.relu(t) ** 2, squared_relu):
+        leaf = x.clone().requires_grad_()
+        out = op(leaf)
+        (grad,) = torch.autograd.grad(out, leaf, cotangent)
+        results.append((out, grad))
+    (ref_out, ref_grad), (out, grad) = results
+    assert torch.equal(out, ref_out) and torch.equal(grad, ref_grad)
+    assert (grad == 0).any() and (grad != 0).any()
 
 
 def test_head_group_norm_equals_group_norm():

@@ -15,6 +15,7 @@ from test_wkv import NAMES, make_inputs, rel_err, run_with_grads
 from aegir.errors import ConfigError
 from aegir.model.aegir import AegirModel, preset
 from aegir.model.checkpoint import load_checkpoint, save_checkpoint
+from aegir.model.chunking import EMA_PROB_EPS, ema_sequential
 from aegir.model.ops import wkv_chunked, wkv_cpu, wkv_naive, wkv_sequential
 from aegir.model.rwkv import RWKVStack
 
@@ -211,3 +212,71 @@ def test_build_is_cached_and_a_failed_build_falls_back_with_a_warning(tmp_path):
     failed = run(CC="false", AEGIR_CACHE_DIR=str(tmp_path / "other"))
     assert failed.startswith("False True [") and "did not build" in failed and "chunked form" in failed
     assert not list((tmp_path / "other").glob("*.so"))
+
+
+# ----------------------------------------------------------------------------- the dechunk EMA
+
+
+def ema_inputs(B=3, L=40, D=7, seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    z = torch.randn(B, L, D, generator=g, dtype=dtype)
+    p = torch.rand(B, L, generator=g, dtype=dtype).clamp(EMA_PROB_EPS, 1 - EMA_PROB_EPS)
+    cotangent = torch.randn(B, L, D, generator=g, dtype=dtype)
+    return z, p, cotangent
+
+
+def ema_with_grads(op, z, p, cotangent):
+    z, p = z.detach().clone().requires_grad_(), p.detach().clone().requires_grad_()
+    out = op(z, p)
+    dz, dp = torch.autograd.grad((out * cotangent.to(out.dtype)).sum(), (z, p))
+    return out, dz, dp
+
+
+@needs_kernel
+@pytest.mark.parametrize("B,L,D", [(1, 1, 1), (3, 40, 7), (2, 300, 96)])
+def test_ema_kernel_matches_the_loop_with_gradients(B, L, D):
+    """The kernel's EMA (float32) against `ema_sequential` in float64: output and both
+    gradients (the routing's gradient flows through p)."""
+    z, p, cotangent = ema_inputs(B, L, D, seed=L)
+    out_ref, dz_ref, dp_ref = ema_with_grads(ema_sequential, z, p, cotangent)
+    out, dz, dp = ema_with_grads(wkv_cpu.ema_sequential_cpu, z.float(), p.float(), cotangent)
+    assert out.dtype == torch.float32 and out.shape == (B, L, D)
+    assert dp_ref.abs().sum() > 0
+    for mine, ref in ((out, out_ref), (dz, dz_ref), (dp, dp_ref)):
+        assert rel_err(mine.double(), ref) < 1e-5
+
+
+@needs_kernel
+def test_ema_kernel_is_bit_equal_across_threads_and_handles_empty_inputs():
+    z, p, cotangent = ema_inputs(B=5, L=33, D=12, seed=4, dtype=torch.float32)
+    one = ema_with_grads(wkv_cpu.ema_sequential_cpu, z, p, cotangent)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        three = ema_with_grads(wkv_cpu.ema_sequential_cpu, z, p, cotangent)
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(a, b) for a, b in zip(one, three))
+    for B, L in ((0, 4), (2, 0)):
+        z, p, cotangent = ema_inputs(B=B, L=L, D=3, dtype=torch.float32)
+        out, dz, dp = ema_with_grads(wkv_cpu.ema_sequential_cpu, z, p, cotangent)
+        assert out.shape == dz.shape == (B, L, 3) and dp.shape == (B, L)
+    with pytest.raises(ValueError, match=r"\(B, L, D\)"):
+        wkv_cpu.ema_sequential_cpu(torch.zeros(2, 3, 4), torch.zeros(2, 4))
+
+
+def test_the_model_takes_the_kernel_ema_only_with_wkv_kernel(monkeypatch):
+    """The dechunk EMA: the kernel's with `wkv_kernel` (where it is built), the closed form
+    without, the loop in reference mode."""
+    calls = []
+    real = wkv_cpu.ema_sequential_cpu
+    monkeypatch.setattr(wkv_cpu, "ema_sequential_cpu", lambda z, p: calls.append("kernel") or real(z, p))
+    batch = make_batch(TABLES)
+    for kernel in (False, True):
+        torch.manual_seed(0)
+        AegirModel(preset("tiny", wkv_kernel=kernel))(batch)
+    assert calls == (["kernel"] if wkv_cpu.available() else [])
+    model = AegirModel(preset("tiny", wkv_kernel=True))
+    model.set_reference(True)
+    model(batch)
+    assert len(calls) == (1 if wkv_cpu.available() else 0)

@@ -7,7 +7,7 @@ Only modules and the model config live here; data, optimiser and logging live el
 from __future__ import annotations
 
 import dataclasses
-
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 
 import torch
@@ -24,6 +24,7 @@ from aegir.model.chunking import (
 )
 from aegir.model.ngram import MAX_ORDER as NGRAM_MAX_ORDER
 from aegir.model.ngram import HashedNgramEmbedding
+from aegir.model.ops import wkv_cpu
 from aegir.model.rwkv import LayerState, RWKVStack
 
 
@@ -267,6 +268,15 @@ class AegirModel(nn.Module):
         for stack in (self.encoder, self.main, self.decoder):
             stack.set_reference(reference)
 
+    def _ema(self, chunk_out: torch.Tensor) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """The dechunk EMA: the reference loop, the CPU kernel's (with `wkv_kernel`, where it takes
+        the input) or the closed form."""
+        if self.reference:
+            return ema_sequential
+        if self.config.wkv_kernel and wkv_cpu.takes_ema(chunk_out):
+            return wkv_cpu.ema_sequential_cpu
+        return ema_parallel
+
     # --------------------------------------------------------------------------- stages
 
     def encode(self, batch: Batch) -> EncoderOutput:
@@ -297,7 +307,7 @@ class AegirModel(nn.Module):
         chunk_h, chunk_mask = chunk(h_enc, routing.boundary_mask)  # (B, L, D), (B, L)
         chunk_out, main_final_state = self.main(chunk_h, chunk_mask, main_initial_state)
         h = dechunk(chunk_out, routing.boundary_mask, routing.boundary_prob, chunk_mask,
-                    ema_sequential if self.reference else ema_parallel)  # (B, T, D)
+                    self._ema(chunk_out))  # (B, T, D)
         h = h * straight_through_ones(routing.selected_prob)[..., None] + self.residual_proj(h_enc)
         h, _ = self.decoder(h, batch.byte_mask)  # (B, T, D)
 

@@ -215,6 +215,29 @@ class TimeMix(nn.Module):
         return self.output(y * g), new_wkv, _last_real(x, mask, shift_state)
 
 
+class _SquaredReLU(torch.autograd.Function):
+    """relu(x)², saving relu(x) for a backward of one op, g · 2 relu(x): the same bits as
+    `torch.relu(x) ** 2` and its autograd (pow's backward, then relu's), in two passes over the
+    (B, T, ffn_mult · D) activations instead of five."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(x)
+        ctx.save_for_backward(y)
+        return y * y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        (y,) = ctx.saved_tensors
+        return grad * (y + y)
+
+
+def squared_relu(x: torch.Tensor) -> torch.Tensor:
+    """relu(x)², RWKV's channel-mix activation."""
+    return _SquaredReLU.apply(x)
+
+
 class ChannelMix(nn.Module):
     """RWKV channel mixing: token shift → squared-ReLU MLP (hidden = ffn_mult · D)."""
 
@@ -233,7 +256,7 @@ class ChannelMix(nn.Module):
                 shift_state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x: (B, T, D) normalised input. Returns (out (B, T, D), shift_state (B, D))."""
         xk = torch.addcmul(x, _shifted(x, shift_state) - x, self.mix_k)
-        return self.value(torch.relu(self.key(xk)) ** 2), _last_real(x, mask, shift_state)
+        return self.value(squared_relu(self.key(xk))), _last_real(x, mask, shift_state)
 
 
 class RWKVBlock(nn.Module):

@@ -82,7 +82,8 @@ def make_optimizer(model: torch.nn.Module, cfg: Phase1Config) -> torch.optim.Ada
             continue
         (decay if param.dim() >= 2 and "embed" not in name else no_decay).append(param)
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.98), eps=1e-8)
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.98), eps=1e-8,
+                             fused=True)
 
 
 def gathered_predictions(model: torch.nn.Module, examples: list[Example], batch_size: int,

@@ -100,7 +100,8 @@ def make_optimizer(orch: SwarmOrchestrator, cfg: Phase3Config) -> torch.optim.Ad
     spec = [{"params": groups["decay"], "weight_decay": cfg.weight_decay, "peak": cfg.lr},
             {"params": groups["plain"], "weight_decay": 0.0, "peak": cfg.lr},
             {"params": groups["new"], "weight_decay": 0.0, "peak": cfg.fusion_lr}]
-    return torch.optim.AdamW([g for g in spec if g["params"]], lr=cfg.lr, betas=(0.9, 0.98), eps=1e-8)
+    return torch.optim.AdamW([g for g in spec if g["params"]], lr=cfg.lr, betas=(0.9, 0.98), eps=1e-8,
+                             fused=True)
 
 
 def average_gradients(params: list[torch.nn.Parameter], accelerator: Accelerator) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import math
 import os
 import platform
 import subprocess
@@ -43,7 +44,7 @@ from pathlib import Path
 import torch
 
 from aegir.model.ops.precision import float32_op
-from aegir.model.ops.wkv import _check_shapes, _log_decay
+from aegir.model.ops.wkv import LOG_DECAY_MIN, _check_shapes
 
 SOURCE = Path(__file__).with_name("wkv_kernel.c")
 HEAD_SIZES = (16, 32, 64)  # the key sizes the kernel is compiled for
@@ -54,6 +55,7 @@ _library: ctypes.CDLL | None = None
 _failure: str | None = None
 _pool: ThreadPoolExecutor | None = None  # threads for calls split by batch rows, `_pool_size` of them
 _pool_size = 0
+_DECAY_MIN = math.exp(LOG_DECAY_MIN)  # the decay's floor, as the chunked form's log-decay floor
 
 
 def cache_dir() -> Path:
@@ -104,6 +106,8 @@ def _load() -> ctypes.CDLL:
         forward, backward = getattr(lib, f"wkv_forward_{size}"), getattr(lib, f"wkv_backward_{size}")
         forward.argtypes, forward.restype = [i, i, i, i] + [p] * 10, i
         backward.argtypes, backward.restype = [i, i, i, i] + [p] * 16, i
+    lib.ema_forward.argtypes, lib.ema_forward.restype = [i, i, i] + [p] * 3, i
+    lib.ema_backward.argtypes, lib.ema_backward.restype = [i, i, i] + [p] * 6, i
     return lib
 
 
@@ -137,18 +141,19 @@ def takes(r: torch.Tensor, v: torch.Tensor) -> bool:
             and r.shape[-1] == v.shape[-1] and r.shape[-1] in HEAD_SIZES and available())
 
 
-def _run(kind: str, K: int, tensors: list[torch.Tensor | None], B: int, T: int, H: int, L: int) -> None:
-    """Call the kernel on batch rows, split between torch's intra-op threads (each slice of rows
-    is an independent call: the same bits as one call). `tensors` are contiguous, batch first;
-    None passes a null pointer (the forward's checkpoints when nothing will be differentiated)."""
+def _run(name: str, tensors: list[torch.Tensor | None], B: int, *sizes: int) -> None:
+    """Call the kernel function `name` on B batch rows (its arguments: the row count, `sizes`,
+    then the tensors' pointers), split between torch's intra-op threads (each slice of rows is an
+    independent call: the same bits as one call). `tensors` are contiguous, batch first; None
+    passes a null pointer (the forward's checkpoints when nothing will be differentiated)."""
     global _pool, _pool_size
-    fn = getattr(library(), f"wkv_{kind}_{K}")
+    fn = getattr(library(), name)
 
     def call(start: int, stop: int) -> None:
         pointers = [None if x is None else x.data_ptr() + start * x.stride(0) * x.element_size()
                     for x in tensors]
-        if fn(stop - start, T, H, L, *pointers) != 0:
-            raise MemoryError(f"wkv kernel ({kind}): out of memory")
+        if fn(stop - start, *sizes, *pointers) != 0:
+            raise MemoryError(f"CPU kernel {name}: out of memory")
 
     n = max(1, min(torch.get_num_threads(), B))
     if n == 1:
@@ -179,7 +184,7 @@ class _SequentialWKV(torch.autograd.Function):
         ckpt = r.new_empty(B, H, -(-T // L), K, K) if keep else None  # S every L steps, transposed
         zs = torch.empty_like(r) if keep else None  # z_t = S_{t-1}ᵀ a_t of every step
         if B:
-            _run("forward", K, [r, decay, k, v, a, b, state, out, ckpt, zs], B, T, H, L)
+            _run(f"wkv_forward_{K}", [r, decay, k, v, a, b, state, out, ckpt, zs], B, T, H, L)
         if keep:
             ctx.save_for_backward(r, decay, k, v, a, b, ckpt, zs)
             ctx.L = L
@@ -193,8 +198,8 @@ class _SequentialWKV(torch.autograd.Function):
         d_state = d_state.contiguous().clone()  # in: the final state's gradient; out: the initial's
         grads = [torch.empty_like(r) for _ in range(6)]  # r, decay, k, v, a, b
         if B and T:
-            _run("backward", K, [r, decay, k, v, a, b, ckpt, zs, d_out.contiguous(), d_state, *grads], B, T, H,
-                 ctx.L)
+            _run(f"wkv_backward_{K}", [r, decay, k, v, a, b, ckpt, zs, d_out.contiguous(), d_state, *grads],
+                 B, T, H, ctx.L)
         return (*grads, d_state, None)
 
 
@@ -216,7 +221,50 @@ def wkv_sequential(
         raise ValueError(f"wkv_sequential: chunk_size must be ≥ 1, got {chunk_size}")
     state = (torch.zeros(B, H, K, V, dtype=torch.float32, device=r.device) if initial_state is None
              else initial_state.float())
-    decay = torch.exp(_log_decay(w.float()))
+    decay = w.float().clamp(_DECAY_MIN, 1.0)  # = exp of the chunked form's clamped log w, without the round trip
     out, final_state = _SequentialWKV.apply(r.float(), decay, k.float(), v.float(), a.float(), b.float(),
                                             state, chunk_size)
     return out.to(r.dtype), final_state
+
+
+class _SequentialEMA(torch.autograd.Function):
+    """The kernel's dechunk EMA, forward and backward: z (B, L, D), p (B, L), float32."""
+
+    @staticmethod
+    def forward(ctx, z, p):
+        B, L, D = z.shape
+        z, p = z.contiguous(), p.contiguous()
+        out = torch.empty_like(z)
+        if B and L:
+            _run("ema_forward", [z, p, out], B, L, D)
+        ctx.save_for_backward(z, p, out)
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, d_out):
+        z, p, out = ctx.saved_tensors
+        B, L, D = z.shape
+        dz, dp = torch.empty_like(z), torch.empty_like(p)
+        if B and L:
+            _run("ema_backward", [z, p, out, d_out.contiguous(), dz, dp], B, L, D)
+        return dz, dp
+
+
+def takes_ema(z: torch.Tensor) -> bool:
+    """Whether the kernel takes this EMA input: on the CPU, float32 or half precision (computed in
+    float32), and built."""
+    return z.device.type == "cpu" and z.dtype in (torch.float32, torch.float16, torch.bfloat16) and available()
+
+
+@float32_op
+def ema_sequential_cpu(z: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """The dechunk EMA out_j = p_j z_j + (1 − p_j) out_{j−1} on the kernel, in O(L·D) per row;
+    same arguments and result as `aegir.model.chunking.ema_sequential`. RuntimeError where
+    `takes_ema` says no."""
+    if z.dim() != 3 or p.shape != z.shape[:2]:
+        raise ValueError(f"ema: z must be (B, L, D) and p (B, L), got {tuple(z.shape)} and {tuple(p.shape)}")
+    if not takes_ema(z):
+        raise RuntimeError(f"ema_sequential_cpu: not for these inputs (device {z.device.type}, {z.dtype}; "
+                           f"kernel {'built' if available() else 'not built: ' + str(failure())})")
+    return _SequentialEMA.apply(z.float(), p.float()).to(z.dtype)

@@ -163,3 +163,70 @@ int wkv_backward_##KD(int B, int T, int H, int L, const float *restrict r,      
 DEFINE_WKV(16)
 DEFINE_WKV(32)
 DEFINE_WKV(64)
+
+/* The dechunk EMA of H-Net (aegir.model.chunking), per batch row, over L chunks of width D:
+
+       out_j = p_j z_j + (1 − p_j) out_{j−1},  out_{−1} = 0
+
+   z, out: (B, L, D), p: (B, L), contiguous. Its backward, with g_j the whole gradient reaching
+   out_j (g_j = dout_j + (1 − p_{j+1}) g_{j+1}), walks the chunks in reverse:
+
+       dz_j = p_j g_j,  dp_j = Σ_d g_j (z_j − out_{j−1})
+
+   Linear in L where the closed form (`ema_parallel`) builds an (L, L) weighting per row. */
+
+int ema_forward(int B, int L, int D, const float *restrict z, const float *restrict p,
+                float *restrict out) {
+    for (int bi = 0; bi < B; bi++) {
+        const float *zb = z + (size_t)bi * L * D, *pb = p + (size_t)bi * L;
+        float *ob = out + (size_t)bi * L * D;
+        for (int j = 0; j < L; j++) {
+            const float pj = pb[j], qj = 1.f - pj;
+            const float *zj = zb + (size_t)j * D;
+            float *oj = ob + (size_t)j * D;
+            if (j == 0) {
+                for (int d = 0; d < D; d++) oj[d] = pj * zj[d];
+            } else {
+                const float *prev = oj - D;
+                _Pragma("omp simd")
+                for (int d = 0; d < D; d++) oj[d] = pj * zj[d] + qj * prev[d];
+            }
+        }
+    }
+    return 0;
+}
+
+int ema_backward(int B, int L, int D, const float *restrict z, const float *restrict p,
+                 const float *restrict out, const float *restrict dout, float *restrict dz,
+                 float *restrict dp) {
+    float *g = malloc(sizeof(float) * (size_t)(D > 0 ? D : 1));
+    if (!g) return -1;
+    for (int bi = 0; bi < B; bi++) {
+        const size_t row = (size_t)bi * L * D;
+        const float *pb = p + (size_t)bi * L;
+        for (int d = 0; d < D; d++) g[d] = 0.f;
+        for (int j = L - 1; j >= 0; j--) {
+            const float pj = pb[j], carry = j + 1 < L ? 1.f - pb[j + 1] : 0.f;
+            const float *zj = z + row + (size_t)j * D, *dj = dout + row + (size_t)j * D;
+            float *dzj = dz + row + (size_t)j * D;
+            float acc = 0.f;
+            if (j > 0) {
+                const float *prev = out + row + (size_t)(j - 1) * D;
+                _Pragma("omp simd reduction(+:acc)")
+                for (int d = 0; d < D; d++) {
+                    const float gd = dj[d] + carry * g[d];
+                    g[d] = gd; dzj[d] = pj * gd; acc += gd * (zj[d] - prev[d]);
+                }
+            } else {
+                _Pragma("omp simd reduction(+:acc)")
+                for (int d = 0; d < D; d++) {
+                    const float gd = dj[d] + carry * g[d];
+                    g[d] = gd; dzj[d] = pj * gd; acc += gd * zj[d];
+                }
+            }
+            dp[(size_t)bi * L + j] = acc;
+        }
+    }
+    free(g);
+    return 0;
+}
