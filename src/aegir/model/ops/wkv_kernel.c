@@ -27,6 +27,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* 16 floats as one value (GCC/Clang vector extension: one AVX-512 register, two AVX ones) */
+typedef float v16 __attribute__((vector_size(64)));
+static inline v16 ld16(const float *p) { v16 x; memcpy(&x, p, sizeof x); return x; }
+static inline void st16(float *p, v16 x) { memcpy(p, &x, sizeof x); }
+typedef float v8 __attribute__((vector_size(32)));
+typedef float v4 __attribute__((vector_size(16)));
+
+/* The sum of x's lanes as a tree (halves added, then quarters, …): a few independent
+   instructions, where a loop's sum in lane order is a chain of 15 dependent additions. */
+static inline float hsum16(v16 x) {
+    v8 lo, hi;
+    memcpy(&lo, &x, sizeof lo); memcpy(&hi, (char *)&x + sizeof lo, sizeof hi);
+    const v8 s8 = lo + hi;
+    v4 lo4, hi4;
+    memcpy(&lo4, &s8, sizeof lo4); memcpy(&hi4, (const char *)&s8 + sizeof lo4, sizeof hi4);
+    const v4 s4 = lo4 + hi4;
+    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
 #define AT(b, t, h, T, H, X) ((((size_t)(b) * (T) + (t)) * (H) + (h)) * (X))
 
 #define DEFINE_WKV(KD)                                                                             \
@@ -100,7 +118,7 @@ int wkv_backward_##KD(int B, int T, int H, int L, const float *restrict r,      
     const size_t KV = (size_t)KD * KD;                                                             \
     float *states = malloc(sizeof(float) * KV * (size_t)(L + 1));  /* S_{t0-1} … S_{t0+L-1}, ᵀ */  \
     if (!states) return -1;                                                                        \
-    float dST[KD * KD], g[KD], acc_r[KD], acc_w[KD], acc_b[KD], acc_k[KD], acc_a[KD];              \
+    float dST[KD * KD], dz[KD];                                                                    \
     for (int bi = 0; bi < B; bi++)                                                                 \
         for (int h = 0; h < H; h++) {                                                              \
             float *dSg = dstate + ((size_t)bi * H + h) * KV;                                       \
@@ -125,33 +143,39 @@ int wkv_backward_##KD(int B, int T, int H, int L, const float *restrict r,      
                     const size_t p = AT(bi, t, h, T, H, KD);                                       \
                     const float *dO = dout + p, *rt = r + p, *wt = w + p, *kt = k + p;             \
                     const float *at = a + p, *bt = b + p, *zt = zs + p, *vt = v + p;               \
-                    for (int i = 0; i < KD; i++)                                                   \
-                        acc_r[i] = acc_w[i] = acc_b[i] = acc_k[i] = acc_a[i] = 0.f;                \
-                    for (int j = 0; j < KD; j++) {                                                 \
-                        const float doj = dO[j], zj = zt[j], vj = vt[j];                           \
-                        float *dSTj = dST + j * KD;                                                \
-                        const float *STj = ST + j * KD, *STpj = STp + j * KD;                      \
-                        float dz = 0.f, dvj = 0.f;                                                 \
-                        _Pragma("omp simd reduction(+:dz, dvj)")                                   \
-                        for (int i = 0; i < KD; i++) {                                             \
-                            const float gi = dSTj[i] + rt[i] * doj;  /* dS_t with the output's share */ \
-                            g[i] = gi;                                                             \
-                            dz += gi * bt[i]; dvj += gi * kt[i];                                   \
-                            acc_r[i] += STj[i] * doj;                                              \
-                            acc_w[i] += gi * STpj[i];                                              \
-                            acc_b[i] += gi * zj;                                                   \
-                            acc_k[i] += gi * vj;                                                   \
-                        }                                                                          \
-                        _Pragma("omp simd")                                                        \
-                        for (int i = 0; i < KD; i++) {                                             \
-                            acc_a[i] += STpj[i] * dz;                                              \
-                            dSTj[i] = wt[i] * g[i] + at[i] * dz;  /* dS_{t-1} */                   \
-                        }                                                                          \
-                        dv[p + j] = dvj;                                                           \
+                    /* dz_j = Σ_i g_ji b_i, dv_j = Σ_i g_ji k_i with g = dSᵀ + do rᵀ: split as        \
+                       dSᵀ b + do (r·b), so that the 2K dot products are independent of each other */ \
+                    v16 rb16 = {0}, rk16 = {0};                                                    \
+                    for (int c = 0; c < KD; c += 16) {                                             \
+                        const v16 rc = ld16(rt + c);                                               \
+                        rb16 += rc * ld16(bt + c); rk16 += rc * ld16(kt + c);                      \
                     }                                                                              \
-                    memcpy(dr + p, acc_r, sizeof acc_r); memcpy(dw + p, acc_w, sizeof acc_w);      \
-                    memcpy(db + p, acc_b, sizeof acc_b); memcpy(dk + p, acc_k, sizeof acc_k);      \
-                    memcpy(da + p, acc_a, sizeof acc_a);                                           \
+                    const float rb = hsum16(rb16), rk = hsum16(rk16);                              \
+                    for (int j = 0; j < KD; j++) {                                                 \
+                        const float *dSTj = dST + j * KD;                                          \
+                        v16 sb = {0}, sk = {0};                                                    \
+                        for (int c = 0; c < KD; c += 16) {                                         \
+                            const v16 d = ld16(dSTj + c);                                          \
+                            sb += d * ld16(bt + c); sk += d * ld16(kt + c);                        \
+                        }                                                                          \
+                        dz[j] = hsum16(sb) + dO[j] * rb;                                           \
+                        dv[p + j] = hsum16(sk) + dO[j] * rk;                                       \
+                    }                                                                              \
+                    /* then, per slice of 16 keys (its accumulators in registers), every row j */  \
+                    for (int c = 0; c < KD; c += 16) {                                             \
+                        const v16 rc = ld16(rt + c), wc = ld16(wt + c), ac = ld16(at + c);         \
+                        v16 ar = {0}, aw = {0}, ab = {0}, ak = {0}, aa = {0};                      \
+                        for (int j = 0; j < KD; j++) {                                             \
+                            const float doj = dO[j], zj = zt[j], vj = vt[j], dzj = dz[j];          \
+                            float *dSTj = dST + j * KD + c;                                        \
+                            const v16 s = ld16(ST + j * KD + c), sp = ld16(STp + j * KD + c);      \
+                            const v16 g = ld16(dSTj) + rc * doj;  /* dS_t with the output's share */ \
+                            ar += s * doj; aw += g * sp; ab += g * zj; ak += g * vj; aa += sp * dzj; \
+                            st16(dSTj, wc * g + ac * dzj);  /* dS_{t-1} */                         \
+                        }                                                                          \
+                        st16(dr + p + c, ar); st16(dw + p + c, aw); st16(db + p + c, ab);          \
+                        st16(dk + p + c, ak); st16(da + p + c, aa);                                \
+                    }                                                                              \
                 }                                                                                  \
             }                                                                                      \
             transpose_##KD(dST, dSg);                                                              \
