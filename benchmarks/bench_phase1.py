@@ -14,10 +14,12 @@ In one process:
    * before: the model code of `--baseline-rev` (default: the last commit before the speed work),
      loaded from git into a temporary package, stepped as Phase 1 stepped it then: the whole
      batch at once, torch's intra-op threads splitting each op;
-   * after: the current code stepped as Phase 1 steps it now (`aegir.train.step.ShardedStep`:
-     one shard per intra-op thread, each shard in its own thread);
-   * after with the CPU wkv kernel (`aegir.model.ops.wkv_cpu`: the preset with `wkv_kernel`
-     on; off in every preset so far), sharded as after, when the kernel builds;
+   * after: the current code and preset stepped as Phase 1 steps it now
+     (`aegir.train.step.ShardedStep`: one shard per intra-op thread, each shard in its own
+     thread; the recurrences on the CPU kernels, `aegir.model.ops.wkv_cpu`, where the preset's
+     `wkv_kernel` is on, as in every preset since 2026-11-26, and the kernel builds);
+   * after with the chunked wkv (the preset with `wkv_kernel` off: the chunked form and the
+     closed-form dechunk EMA), sharded as after, when "after" runs the kernel;
    * and, for context, before with one intra-op thread and after on the whole batch with one
      thread (how much is work saved and how much is the use of the cores), and after on the whole
      batch with torch's intra-op threads, as before steps (which use of the cores is faster on
@@ -197,12 +199,12 @@ def main(argv: list[str] | None = None) -> None:
         TrainingPath(f"after, whole batch, {threads} threads", after_whole,
                      lambda: whole_batch_step(after_whole, batch), threads),
     ]
-    if wkv_cpu.available():
-        after_kernel = model(current, wkv_kernel=True)
-        sharded_kernel = ShardedStep(after_kernel, workers)
-        paths.insert(2, TrainingPath("after, wkv kernel", after_kernel, lambda: sharded_kernel(batch), threads))
-    else:
-        print(f"CPU wkv kernel: not built ({wkv_cpu.failure()}); its path is left out")
+    if after.config.wkv_kernel and wkv_cpu.available():
+        after_chunked = model(current, wkv_kernel=False)
+        sharded_chunked = ShardedStep(after_chunked, workers)
+        paths.insert(2, TrainingPath("after, chunked wkv", after_chunked, lambda: sharded_chunked(batch), threads))
+    elif after.config.wkv_kernel:
+        print(f"CPU wkv kernel: not built ({wkv_cpu.failure()}); after runs the chunked form")
     if args.bf16:
         after_bf16 = model(current)
         sharded_bf16 = ShardedStep(after_bf16, workers, lambda: torch.autocast("cpu", dtype=torch.bfloat16))
@@ -211,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{tuple(batch.byte_ids.shape)}, {real_bytes} real bytes; before = {args.baseline_rev[:12]}")
 
     flops = {}
-    counted = [path for path in paths if path.name in ("before", "after", "after, wkv kernel")]
+    counted = [path for path in paths if path.name in ("before", "after", "after, chunked wkv")]
     for path in counted:
         path.step()  # warm-up
         with FlopCounterMode(display=False) as counter:  # counts this thread's ops: whole batch
@@ -244,10 +246,10 @@ def main(argv: list[str] | None = None) -> None:
     speedup = results["after"]["bytes_per_s"] / results["before"]["bytes_per_s"]
     print(f"after / before: {speedup:.2f}× bytes/s (median of {args.steps} alternating steps each); "
           f"load average now {load_average()}")
-    if "after, wkv kernel" in results:
-        kernel_speedup = results["after, wkv kernel"]["bytes_per_s"] / results["before"]["bytes_per_s"]
-        print(f"after with the wkv kernel / before: {kernel_speedup:.2f}× bytes/s; "
-              f"over after: {results['after, wkv kernel']['bytes_per_s'] / results['after']['bytes_per_s']:.2f}×")
+    if "after, chunked wkv" in results:
+        chunked = results["after, chunked wkv"]["bytes_per_s"]
+        print(f"after with the chunked wkv / before: {chunked / results['before']['bytes_per_s']:.2f}× bytes/s; "
+              f"after (the kernels) over it: {results['after']['bytes_per_s'] / chunked:.2f}×")
 
     profiles = {}
     for path in counted:

@@ -49,9 +49,9 @@ def test_wkv_tiles_benchmark_finds_every_way_bit_equal(tmp_path, capsys):
 
 
 def test_phase1_benchmark_times_every_path_and_the_kernel(tmp_path, capsys):
-    """bench_phase1 at tiny sizes: before (the code of its baseline commit, from git), after,
-    after with the CPU wkv kernel when it builds, and the context paths each get a row with
-    their FLOPs, and the kernel's ratio is printed."""
+    """bench_phase1 at tiny sizes: before (the code of its baseline commit, from git), after (the
+    preset as is: the CPU kernels when they build), after with the chunked wkv, and the context
+    paths each get a row with their FLOPs, and the chunked path's ratio is printed."""
     bench = load("bench_phase1")
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -64,9 +64,9 @@ def test_phase1_benchmark_times_every_path_and_the_kernel(tmp_path, capsys):
     figures = json.loads((tmp_path / "out.json").read_text())
     expected = {"before", "after", "before, 1 thread", "after, whole batch, 1 thread", "after, whole batch, 2 threads"}
     if wkv_cpu.available():
-        expected.add("after, wkv kernel")
-        assert "after with the wkv kernel / before:" in out
-        # the kernel's path counts fewer matmul FLOPs: its recurrence is not made of matmuls
-        assert figures["paths"]["after, wkv kernel"]["gflop_per_step"] < figures["paths"]["after"]["gflop_per_step"]
+        expected.add("after, chunked wkv")
+        assert "after with the chunked wkv / before:" in out
+        # the kernel's path counts fewer matmul FLOPs: its recurrences are not made of matmuls
+        assert figures["paths"]["after"]["gflop_per_step"] < figures["paths"]["after, chunked wkv"]["gflop_per_step"]
     assert set(figures["paths"]) == expected
     assert all(path["ms_per_step"] > 0 for path in figures["paths"].values())

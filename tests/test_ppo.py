@@ -179,7 +179,9 @@ def test_distinct_routings_forward_equals_k_separate_copies():
         if a is None or b is None:
             assert a is None and b is None
             continue
-        assert torch.allclose(a, b, rtol=1e-4, atol=1e-5), float((a - b).abs().max())
+        # the same to float32 rounding: relative to the gradient's norm (an elementwise test
+        # fails on near-zero entries, whose rounding depends on the order of the sums)
+        assert float((a - b).norm() / b.norm().clamp(min=1e-30)) < 1e-5, float((a - b).abs().max())
 
 
 def test_deterministic_kernels_make_an_indexing_backward_repeat_bit_for_bit():

@@ -46,8 +46,9 @@ class AegirConfig:
     ratio_loss_weight: float = 0.03  # weight of the ratio loss in the total loss (H-Net: 0.03)
     force_column_boundaries: bool = True  # every COLUMN_SEP byte starts a chunk
     wkv_chunk_size: int = 32  # chunk length of the chunked wkv form (≤ 64)
-    wkv_kernel: bool = False  # the wkv on the CPU kernel (aegir.model.ops.wkv_cpu) where it applies;
-    #                          False: the chunked form everywhere (the two equal to rounding)
+    wkv_kernel: bool = False  # the recurrences (wkv, dechunk EMA) on the CPU kernels (aegir.model.ops.wkv_cpu)
+    #                          where they apply; False: the chunked wkv and the closed-form EMA (the
+    #                          same model to rounding; the default of checkpoints from before the field)
     n_cta: int = field(default_factory=lambda: len(cta_vocab()))  # CTA classes (82)
     n_cpa: int = field(default_factory=lambda: len(cpa_vocab()))  # CPA classes (108)
     dropout: float = 0.0  # dropout on the embedding and the column vectors
@@ -88,15 +89,15 @@ PRESETS: dict[str, dict] = {
     # tests: a forward + backward in well under a second
     "tiny": dict(d_model=32, head_size=16, ffn_mult=2, encoder_layers=1, main_layers=1,
                  decoder_layers=1, context_layers=1, context_heads=2, wkv_chunk_size=16,
-                 ngram_max=3, ngram_buckets=512, wkv_kernel=False),
+                 ngram_max=3, ngram_buckets=512, wkv_kernel=True),
     # default: trains on 2 CPU cores in minutes
     "cpu": dict(d_model=96, head_size=32, ffn_mult=2, encoder_layers=1, main_layers=2,
                 decoder_layers=1, context_layers=1, context_heads=4, wkv_chunk_size=32,
-                ngram_max=4, ngram_buckets=16384, wkv_kernel=False),
+                ngram_max=4, ngram_buckets=16384, wkv_kernel=True),
     # accelerators: ~100 M parameters
     "gpu": dict(d_model=768, head_size=64, ffn_mult=4, encoder_layers=2, main_layers=12,
                 decoder_layers=2, context_layers=2, context_heads=12, wkv_chunk_size=64,
-                ngram_max=4, ngram_buckets=65536, wkv_kernel=False),
+                ngram_max=4, ngram_buckets=65536, wkv_kernel=True),
 }
 
 

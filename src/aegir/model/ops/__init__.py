@@ -5,8 +5,7 @@
   layers' op by default.
 * `wkv_sequential` (aegir.model.ops.wkv_cpu): a sequential C kernel for the CPU, built on first
   use, ~3× faster there than the chunked form; the layers' op on the CPU when the model's config
-  asks for it (`AegirConfig.wkv_kernel`, off in every preset until the pipeline's figures are
-  re-measured with it: its module says why).
+  asks for it (`AegirConfig.wkv_kernel`, on in every preset since 2026-11-26).
 
 A flash-linear-attention (Triton, CUDA) path would be added here, behind this one seam, selected
 only when `fla` imports and the tensors are on CUDA; it is not provided: fla is not a dependency

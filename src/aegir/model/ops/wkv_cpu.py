@@ -1,30 +1,33 @@
-"""The wkv recurrence as a sequential C kernel for the CPU (`wkv_kernel.c`, next to this file).
+"""The model's recurrences as sequential C kernels for the CPU (`wkv_kernel.c`, next to this file):
+the RWKV-7 wkv and H-Net's dechunk EMA.
 
-The chunked form (`aegir.model.ops.wkv.wkv_chunked`) turns the recurrence into batched 32 × 32
-matrix products: the right shape for an accelerator, but on a CPU at head size 32 its products,
-its triangular inverse and the passes between them cost more than the recurrence itself
+The chunked form (`aegir.model.ops.wkv.wkv_chunked`) turns the wkv recurrence into batched
+32 × 32 matrix products: the right shape for an accelerator, but on a CPU at head size 32 its
+products, its triangular inverse and the passes between them cost more than the recurrence itself
 (S_t = diag(w_t) S_{t-1} + b_t z_tᵀ + k_t v_tᵀ is ~3 K² multiply-adds a step, and one head's
 state, 4 KB, stays in the L1 cache). This kernel walks the steps one by one, per batch row and
 head, in plain loops that the compiler vectorises; its backward recomputes the states of each
 chunk of `chunk_size` steps from a stored checkpoint and walks them in reverse (the formulas are
-at the top of `wkv_kernel.c`). README, Benchmarks: the op and a training step, against the
-chunked form.
+at the top of `wkv_kernel.c`). The dechunk EMA likewise: its closed form
+(`aegir.model.chunking.ema_parallel`) builds an (L, L) weighting per row, the kernel's loop is
+O(L·D). README, Benchmarks: the ops and a training step, against the other forms.
 
 It is built on first use with the machine's C compiler (`$CC`, default `cc`; `-O3
 -march=native`) into a cache directory (`$AEGIR_CACHE_DIR`, default `~/.cache/aegir`), under
 a name that hashes the source, the flags, the compiler's version and the CPU's flags, and is
-loaded with ctypes. `available()` says whether it built (`failure()` why not).
+loaded with ctypes. `available()` says whether it built (`failure()` why not); without it the
+layers warn once and use the chunked form and the closed-form EMA (the same model to rounding).
 
-**The layers use it when the model's config asks** (`AegirConfig.wkv_kernel`, a preset field in
-params.yaml, so DVC tracks it; `wkv_auto` in `aegir.model.ops`), where `takes` allows (CPU, key
-size = value size ∈ {16, 32, 64}, float32 or half precision computed in float32), and the
-chunked form elsewhere. Every preset has it off: the kernel computes the same model to
-rounding, not to the bit, so turning it on changes every checkpoint and every figure the
-pipeline reports, and that switch waits until the pipeline's results are re-measured with it
-(README, Benchmarks).
+**The model uses it when its config asks** (`AegirConfig.wkv_kernel`, a preset field in
+params.yaml, so DVC tracks it, and saved in checkpoints; on in every preset since 2026-11-26):
+the wkv where `takes` allows (CPU, key size = value size ∈ {16, 32, 64}, float32 or half
+precision computed in float32; `wkv_auto` in `aegir.model.ops`), the EMA where `takes_ema` does
+(CPU, float32 or half precision). A checkpoint whose config lacks the field trained on the
+chunked form and loads on it.
 
 Results depend only on the inputs: loop orders are fixed, and a call split over threads (by
-batch rows, each row's work unchanged) gives the same bits as one call.
+batch rows, each row's work unchanged) gives the same bits as one call. They depend on the
+machine's instruction set too (`-march=native`), as torch's own CPU kernels do.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-/* The RWKV-7 wkv recurrence as a sequential CPU kernel, float32 (aegir.model.ops.wkv_cpu).
+/* The RWKV-7 wkv recurrence (and, at the end of the file, H-Net's dechunk EMA) as sequential CPU
+   kernels, float32 (aegir.model.ops.wkv_cpu).
 
    Per batch row and head, with the state S a (K, K) matrix held row-major (row i = key channel):
 
@@ -12,8 +13,10 @@
    pass over S. For the backward it stores z_t of every step (`zs`, the inputs' shape) and S at
    the start of every chunk of L steps, transposed (`ckpt`, (B, H, N, K, K), N = ceil(T / L)).
    The backward recomputes a chunk's states from there (no sums: z_t is stored) and walks them
-   in reverse, with states and gradients transposed so that one pass over the state per step
-   gives every gradient:
+   in reverse, with states and gradients transposed, in two passes over the state per step: the
+   dot products dz_t and dv_t first (as dS_tᵀ b_t + do_t (r_t·b_t), and likewise for k, so that
+   they do not wait on each other), then every per-key gradient and dS_{t-1}, 16 keys at a time
+   with their sums in registers:
 
        dS_t += r_t do_t^T                     (the output's share)
        dr_t = S_t do_t,  dw_t = rowsum(dS_t ⊙ S_{t-1}),  db_t = dS_t z_t,  dk_t = dS_t v_t
@@ -22,7 +25,7 @@
 
    Every loop order is fixed, so a result depends only on the inputs, not on how the batch rows
    are split between calls. One function pair per head size (16, 32, 64), so that the compiler
-   sees the vector width. */
+   sees the vector width. The vector types are GCC's and Clang's extension. */
 
 #include <stdlib.h>
 #include <string.h>
