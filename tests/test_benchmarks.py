@@ -70,3 +70,18 @@ def test_phase1_benchmark_times_every_path_and_the_kernel(tmp_path, capsys):
         assert figures["paths"]["after"]["gflop_per_step"] < figures["paths"]["after, chunked wkv"]["gflop_per_step"]
     assert set(figures["paths"]) == expected
     assert all(path["ms_per_step"] > 0 for path in figures["paths"].values())
+
+
+def test_wkv_benchmark_prints_every_path_and_the_ema(capsys):
+    """bench_wkv at tiny sizes: a row per length for the wkv's three paths, then one per length
+    for the dechunk EMA's two (the kernel's columns a number where it builds)."""
+    bench = load("bench_wkv")
+    bench.main(["--lengths", "16", "40", "--batch", "2", "--heads", "2", "--head-size", "16",
+                "--chunk-size", "8", "--repeats", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    ema_at = next(i for i, line in enumerate(lines) if line.startswith("dechunk EMA"))
+    wkv_rows = [line.split() for line in lines[:ema_at] if line.split() and line.split()[0] in ("16", "40")]
+    ema_rows = [line.split() for line in lines[ema_at:] if line.split() and line.split()[0] in ("4", "10")]
+    assert [row[0] for row in wkv_rows] == ["16", "40"] and [row[0] for row in ema_rows] == ["4", "10"]
+    if wkv_cpu.available():
+        assert all(float(row[3]) > 0 for row in wkv_rows) and all(float(row[2]) > 0 for row in ema_rows)
