@@ -240,3 +240,25 @@ def test_read_columns_sweep_scores_each_setting(checkpoint, prepared):
                           "--data", str(prepared), "--splits", "wide", "--read-columns", "1"],
                          env=tool_env(ROOT), capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "--read-columns 1" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({"d_model": 95}, r"presets\.cpu: model\.head_size: d_model 95 must be a positive multiple of 32"),
+    ({"dmodel": 96}, r"presets\.cpu\.dmodel: unknown key"),
+    ({"wkv_kernel": "no"}, r"presets\.cpu\.wkv_kernel: expected true/false"),
+])
+def test_params_checks_every_preset_as_phase1_builds_it(tmp_path, change, expected):
+    """`aegir params` refuses a preset that phase1 would refuse (sizes that do not fit, unknown
+    fields, wrong types), naming the file and the preset, before any stage runs."""
+    import re
+
+    import yaml
+
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    raw["presets"]["cpu"].update(change)
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    result = CliRunner().invoke(main, ["params", "--params", str(path)])
+    assert result.exit_code == 2
+    assert str(path) in result.output and re.search(expected, result.output), result.output
+    assert invoke("params", "--params", ROOT / "params.yaml").exit_code == 0

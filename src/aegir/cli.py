@@ -110,15 +110,24 @@ def real_dev(out_dir: Path) -> None:
 @main.command()
 @click.option("--params", "params_path", default="params.yaml", show_default=True, type=click.Path(path_type=Path))
 def params(params_path: Path) -> None:
-    """Validate params.yaml (unknown keys, types, ranges) and print it resolved."""
+    """Validate params.yaml (unknown keys, types, ranges; every preset builds a model config) and
+    print it resolved."""
     from dataclasses import asdict, is_dataclass
 
     from aegir.config import load_params
+    from aegir.stages.phase1 import model_config
 
     try:
         loaded = load_params(params_path)
     except AegirError as exc:
         _fail(str(exc))
+    for name in loaded.presets:  # what phase1 builds from each: sizes that fit, e.g. d_model a multiple of head_size
+        try:
+            model_config(loaded, name)
+        except AegirError as exc:
+            message = str(exc)
+            _fail(f"{params_path}: {message}" if message.startswith(f"presets.{name}")
+                  else f"{params_path}: presets.{name}: {message}")
     resolved = {name: asdict(value) if is_dataclass(value) else
                 {k: asdict(v) if is_dataclass(v) else v for k, v in value.items()}
                 for name, value in loaded.sections.items()}
