@@ -123,8 +123,9 @@ def library() -> ctypes.CDLL | None:
                 _library = _load()
             except (OSError, subprocess.SubprocessError, AttributeError) as error:
                 _failure = str(error)
-                warnings.warn(f"aegir: the CPU wkv kernel did not build, the layers use the chunked "
-                              f"form (the same model to rounding): {error}", RuntimeWarning, stacklevel=3)
+                warnings.warn(f"aegir: the CPU kernels did not build, the model uses the chunked form "
+                              f"of the wkv and the closed-form EMA (the same model to rounding): {error}",
+                              RuntimeWarning, stacklevel=3)
         return _library
 
 
@@ -137,11 +138,15 @@ def failure() -> str | None:
     return _failure
 
 
+def _takes_tensor(x: torch.Tensor) -> bool:
+    """On the CPU, float32 or half precision (computed in float32), and the kernels built."""
+    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float16, torch.bfloat16) and available()
+
+
 def takes(r: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether the kernel takes these inputs: on the CPU, float32 or half precision (computed in
-    float32), key size = value size ∈ HEAD_SIZES, and built."""
-    return (r.device.type == "cpu" and r.dtype in (torch.float32, torch.float16, torch.bfloat16)
-            and r.shape[-1] == v.shape[-1] and r.shape[-1] in HEAD_SIZES and available())
+    """Whether the wkv kernel takes these inputs: `_takes_tensor`, and key size = value size ∈
+    HEAD_SIZES."""
+    return r.shape[-1] == v.shape[-1] and r.shape[-1] in HEAD_SIZES and _takes_tensor(r)
 
 
 def _run(name: str, tensors: list[torch.Tensor | None], B: int, *sizes: int) -> None:
@@ -255,9 +260,8 @@ class _SequentialEMA(torch.autograd.Function):
 
 
 def takes_ema(z: torch.Tensor) -> bool:
-    """Whether the kernel takes this EMA input: on the CPU, float32 or half precision (computed in
-    float32), and built."""
-    return z.device.type == "cpu" and z.dtype in (torch.float32, torch.float16, torch.bfloat16) and available()
+    """Whether the EMA kernel takes this input (`_takes_tensor`)."""
+    return _takes_tensor(z)
 
 
 @float32_op
