@@ -15,7 +15,7 @@
    The backward recomputes a chunk's states from there (no sums: z_t is stored) and walks them
    in reverse, with states and gradients transposed, in two passes over the state per step: the
    dot products dz_t and dv_t first (as dS_tᵀ b_t + do_t (r_t·b_t), and likewise for k, so that
-   they do not wait on each other), then every per-key gradient and dS_{t-1}, 16 keys at a time
+   they do not wait on each other), then every per-key gradient and dS_{t-1}, VW keys at a time
    with their sums in registers:
 
        dS_t += r_t do_t^T                     (the output's share)
@@ -30,22 +30,44 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* 16 floats as one value (GCC/Clang vector extension: one AVX-512 register, two AVX ones) */
-typedef float v16 __attribute__((vector_size(64)));
-static inline v16 ld16(const float *p) { v16 x; memcpy(&x, p, sizeof x); return x; }
-static inline void st16(float *p, v16 x) { memcpy(p, &x, sizeof x); }
+/* VW floats as one value (GCC/Clang vector extension), VW the width of the machine's widest
+   vector register: 16 with AVX-512, 8 with AVX, else 4 (SSE, NEON). The backward's inner loop
+   keeps 11 such values live (5 accumulators, 3 per-key constants, 3 state slices): with 16-float
+   values on a machine of 256-bit registers each is two registers, 22 do not fit in its 16, and
+   the spills made the backward 4-5x slower (README, Benchmarks: "The CPU kernels on AVX2"). */
 typedef float v8 __attribute__((vector_size(32)));
 typedef float v4 __attribute__((vector_size(16)));
+#if defined(__AVX512F__)
+#define VW 16
+typedef float vec __attribute__((vector_size(64)));
+#elif defined(__AVX__)
+#define VW 8
+typedef v8 vec;
+#else
+#define VW 4
+typedef v4 vec;
+#endif
+static inline vec ldv(const float *p) { vec x; memcpy(&x, p, sizeof x); return x; }
+static inline void stv(float *p, vec x) { memcpy(p, &x, sizeof x); }
 
 /* The sum of x's lanes as a tree (halves added, then quarters, …): a few independent
-   instructions, where a loop's sum in lane order is a chain of 15 dependent additions. */
-static inline float hsum16(v16 x) {
+   instructions, where a loop's sum in lane order is a chain of VW − 1 dependent additions. */
+static inline float hsum(vec x) {
+#if VW == 16
     v8 lo, hi;
     memcpy(&lo, &x, sizeof lo); memcpy(&hi, (char *)&x + sizeof lo, sizeof hi);
     const v8 s8 = lo + hi;
+#endif
+#if VW >= 8
+#if VW == 8
+    const v8 s8 = x;
+#endif
     v4 lo4, hi4;
     memcpy(&lo4, &s8, sizeof lo4); memcpy(&hi4, (const char *)&s8 + sizeof lo4, sizeof hi4);
     const v4 s4 = lo4 + hi4;
+#else
+    const v4 s4 = x;
+#endif
     return (s4[0] + s4[2]) + (s4[1] + s4[3]);
 }
 #define AT(b, t, h, T, H, X) ((((size_t)(b) * (T) + (t)) * (H) + (h)) * (X))
@@ -148,36 +170,36 @@ int wkv_backward_##KD(int B, int T, int H, int L, const float *restrict r,      
                     const float *at = a + p, *bt = b + p, *zt = zs + p, *vt = v + p;               \
                     /* dz_j = Σ_i g_ji b_i, dv_j = Σ_i g_ji k_i with g = dSᵀ + do rᵀ: split as        \
                        dSᵀ b + do (r·b), so that the 2K dot products are independent of each other */ \
-                    v16 rb16 = {0}, rk16 = {0};                                                    \
-                    for (int c = 0; c < KD; c += 16) {                                             \
-                        const v16 rc = ld16(rt + c);                                               \
-                        rb16 += rc * ld16(bt + c); rk16 += rc * ld16(kt + c);                      \
+                    vec rbv = {0}, rkv = {0};                                                    \
+                    for (int c = 0; c < KD; c += VW) {                                             \
+                        const vec rc = ldv(rt + c);                                               \
+                        rbv += rc * ldv(bt + c); rkv += rc * ldv(kt + c);                      \
                     }                                                                              \
-                    const float rb = hsum16(rb16), rk = hsum16(rk16);                              \
+                    const float rb = hsum(rbv), rk = hsum(rkv);                              \
                     for (int j = 0; j < KD; j++) {                                                 \
                         const float *dSTj = dST + j * KD;                                          \
-                        v16 sb = {0}, sk = {0};                                                    \
-                        for (int c = 0; c < KD; c += 16) {                                         \
-                            const v16 d = ld16(dSTj + c);                                          \
-                            sb += d * ld16(bt + c); sk += d * ld16(kt + c);                        \
+                        vec sb = {0}, sk = {0};                                                    \
+                        for (int c = 0; c < KD; c += VW) {                                         \
+                            const vec d = ldv(dSTj + c);                                          \
+                            sb += d * ldv(bt + c); sk += d * ldv(kt + c);                        \
                         }                                                                          \
-                        dz[j] = hsum16(sb) + dO[j] * rb;                                           \
-                        dv[p + j] = hsum16(sk) + dO[j] * rk;                                       \
+                        dz[j] = hsum(sb) + dO[j] * rb;                                           \
+                        dv[p + j] = hsum(sk) + dO[j] * rk;                                       \
                     }                                                                              \
-                    /* then, per slice of 16 keys (its accumulators in registers), every row j */  \
-                    for (int c = 0; c < KD; c += 16) {                                             \
-                        const v16 rc = ld16(rt + c), wc = ld16(wt + c), ac = ld16(at + c);         \
-                        v16 ar = {0}, aw = {0}, ab = {0}, ak = {0}, aa = {0};                      \
+                    /* then, per slice of VW keys (its accumulators in registers), every row j */  \
+                    for (int c = 0; c < KD; c += VW) {                                             \
+                        const vec rc = ldv(rt + c), wc = ldv(wt + c), ac = ldv(at + c);         \
+                        vec ar = {0}, aw = {0}, ab = {0}, ak = {0}, aa = {0};                      \
                         for (int j = 0; j < KD; j++) {                                             \
                             const float doj = dO[j], zj = zt[j], vj = vt[j], dzj = dz[j];          \
                             float *dSTj = dST + j * KD + c;                                        \
-                            const v16 s = ld16(ST + j * KD + c), sp = ld16(STp + j * KD + c);      \
-                            const v16 g = ld16(dSTj) + rc * doj;  /* dS_t with the output's share */ \
+                            const vec s = ldv(ST + j * KD + c), sp = ldv(STp + j * KD + c);      \
+                            const vec g = ldv(dSTj) + rc * doj;  /* dS_t with the output's share */ \
                             ar += s * doj; aw += g * sp; ab += g * zj; ak += g * vj; aa += sp * dzj; \
-                            st16(dSTj, wc * g + ac * dzj);  /* dS_{t-1} */                         \
+                            stv(dSTj, wc * g + ac * dzj);  /* dS_{t-1} */                         \
                         }                                                                          \
-                        st16(dr + p + c, ar); st16(dw + p + c, aw); st16(db + p + c, ab);          \
-                        st16(dk + p + c, ak); st16(da + p + c, aa);                                \
+                        stv(dr + p + c, ar); stv(dw + p + c, aw); stv(db + p + c, ab);          \
+                        stv(dk + p + c, ak); stv(da + p + c, aa);                                \
                     }                                                                              \
                 }                                                                                  \
             }                                                                                      \
