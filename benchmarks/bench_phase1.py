@@ -64,6 +64,21 @@ def load_average() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def vector_isa() -> str:
+    """The CPU's widest vector instruction set, as the kernels see it (`-march=native`: 16-float
+    vectors with AVX-512, 8 with AVX2, 4 otherwise; `aegir.model.ops.wkv_cpu`), and the CPU's name:
+    the benchmarks' figures depend on both."""
+    flags = wkv_cpu._cpu_flags().split()
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    name = ""
+    try:
+        name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return f"{name or platform.processor() or platform.machine()}, {isa}"
+
+
 def matmul_peak(n: int = 1024, repeats: int = 10) -> float:
     """Best GFLOP/s of an n×n fp32 matmul on this machine and thread setting."""
     a, b = torch.randn(n, n), torch.randn(n, n)
@@ -174,8 +189,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     threads = torch.get_num_threads()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"torch {torch.__version__}, {threads} intra-op threads; load average {load_average()}")
+    print(f"machine: {platform.machine()} ({vector_isa()}), {os.cpu_count()} cores, Python "
+          f"{platform.python_version()}, torch {torch.__version__}, {threads} intra-op threads; load average "
+          f"{load_average()}")
     peak_at_start = matmul_peak()
 
     batch = batch_of(args.data, args.batch_size, args.length)
@@ -259,8 +275,9 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  {name:40s} {ms:9.1f} ms {share:5.1f}% {calls:6d} calls")
     workers.close()
     if args.json:
-        args.json.write_text(json.dumps({"peak_gflop_per_s": peak, "real_bytes": real_bytes, "threads": threads,
-                                         "paths": results, "speedup": speedup, "top_ops": profiles}, indent=1))
+        args.json.write_text(json.dumps({"cpu": vector_isa(), "peak_gflop_per_s": peak, "real_bytes": real_bytes,
+                                         "threads": threads, "paths": results, "speedup": speedup,
+                                         "top_ops": profiles}, indent=1))
 
 
 if __name__ == "__main__":

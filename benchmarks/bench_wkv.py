@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from aegir.model.chunking import EMA_PROB_EPS, ema_parallel
 from aegir.model.ops import wkv_chunked, wkv_cpu, wkv_naive, wkv_sequential
+from bench_phase1 import vector_isa
 
 
 def make_inputs(B: int, T: int, H: int, K: int) -> list[torch.Tensor]:
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    print(f"machine: {platform.platform()} | {platform.processor() or platform.machine()} | "
+    print(f"machine: {platform.platform()} | {vector_isa()} | "
           f"torch {torch.__version__} | threads {torch.get_num_threads()}")
     print(f"config: B={args.batch} H={args.heads} K=V={args.head_size} float32 "
           f"chunk_size={args.chunk_size}, forward + backward (grads of all 7 inputs)")

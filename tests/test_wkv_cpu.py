@@ -46,6 +46,49 @@ def test_kernel_matches_naive(K, T, chunk_size):
         assert rel_err(gs, gn) < 1e-5, name
 
 
+# x86-64 levels of the kernel's three vector widths (wkv_kernel.c: VW 4 with SSE only, 8 with
+# AVX, 16 with AVX-512) and the CPU flags each needs
+VECTOR_LEVELS = {4: ("x86-64", ()), 8: ("x86-64-v3", ("avx2", "fma")),
+                 16: ("x86-64-v4", ("avx512f", "avx512bw", "avx512dq", "avx512vl"))}
+
+
+@needs_kernel
+@pytest.mark.parametrize("width", sorted(VECTOR_LEVELS))
+def test_every_vector_width_matches_the_loop(width, tmp_path, monkeypatch):
+    """The kernel built for each instruction level this CPU runs (x86-64: 4-float vectors,
+    x86-64-v3: 8, x86-64-v4: 16), whatever `-march=native` picks here: the wkv's outputs and
+    gradients against the loop, and the EMA's against its loop. A machine only ever runs its own
+    width, so without this the other two would go untested wherever the suite runs."""
+    import platform
+
+    level, needs = VECTOR_LEVELS[width]
+    cpu = wkv_cpu._cpu_flags().split()
+    if platform.machine() != "x86_64" or any(flag not in cpu for flag in needs):
+        pytest.skip(f"{level} does not run on this CPU")
+    flags = tuple(f"-march={level}" if f == "-march=native" else f for f in wkv_cpu.FLAGS)
+    monkeypatch.setenv("AEGIR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(wkv_cpu, "FLAGS", flags)
+    try:
+        lib = wkv_cpu._load()
+    except OSError as error:  # a compiler too old to know the level
+        pytest.skip(f"no {level} build: {error}")
+    defines = subprocess.run([os.environ.get("CC", "cc"), f"-march={level}", "-dM", "-E", "-x", "c", "/dev/null"],
+                             capture_output=True, text=True, check=True).stdout
+    assert ("__AVX512F__" in defines, "__AVX__" in defines) == (width == 16, width >= 8)
+    monkeypatch.setattr(wkv_cpu, "_library", lib)
+    for K in wkv_cpu.HEAD_SIZES:
+        inputs = float32_inputs(B=2, T=45, H=2, K=K, V=K, seed=K)
+        out_n, state_n, grads_n = run_with_grads(wkv_naive, inputs)
+        out_s, state_s, grads_s = run_with_grads(wkv_sequential, inputs, chunk_size=12)
+        assert rel_err(out_s, out_n) < 1e-5 and rel_err(state_s, state_n) < 1e-5, K
+        for name, gs, gn in zip(NAMES, grads_s, grads_n):
+            assert rel_err(gs, gn) < 1e-5, (K, name)
+    z, p, cotangent = ema_inputs(B=2, L=50, D=19, dtype=torch.float32)
+    for got, want in zip(ema_with_grads(wkv_cpu.ema_sequential_cpu, z, p, cotangent),
+                         ema_with_grads(ema_sequential, z, p, cotangent)):
+        assert rel_err(got, want) < 1e-5
+
+
 @needs_kernel
 def test_kernel_clamps_tiny_decays_like_the_other_paths():
     inputs = float32_inputs(T=45, K=16, V=16, tiny_decay=True, seed=3)
