@@ -238,7 +238,11 @@ def test_exp_run_on_lambda_reruns_phase2_not_phase1(project):
     moved = {path for path, entries in diff.get("diff", diff).items() if entries}
     assert moved <= {"results/phase3/metrics.json", "results/phase3/wall.json",
                      "results/phase4/metrics.json", "results/phase4/wall.json"}, moved
-    assert "results/phase3/metrics.json" in moved, moved
+    # the retrained orchestrator's weights moved; its F1 may not at this scale (an AVX2 machine's
+    # tiny run scored the same to 0.01 with λ1 0.2 and 0.3, where an AVX-512 machine's moved)
+    def outs(lock: dict, stage: str) -> dict:
+        return {out["path"]: out["md5"] for out in lock[stage]["outs"]}
+    assert outs(lock_after, "phase3")["models/phase3"] != outs(lock_before, "phase3")["models/phase3"]
     # a wall time is the one figure a rerun does not reproduce: it is rounded to 0.01 minute, so
     # a tiny stage's rerun can take the same time to that precision (CI saw phase3 do so)
     wall_moved = {stage for stage in ("phase3", "phase4") if f"results/{stage}/wall.json" in moved}
