@@ -4,6 +4,7 @@ build and cache, and how the layers choose it."""
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 
@@ -59,8 +60,6 @@ def test_every_vector_width_matches_the_loop(width, tmp_path, monkeypatch):
     x86-64-v3: 8, x86-64-v4: 16), whatever `-march=native` picks here: the wkv's outputs and
     gradients against the loop, and the EMA's against its loop. A machine only ever runs its own
     width, so without this the other two would go untested wherever the suite runs."""
-    import platform
-
     level, needs = VECTOR_LEVELS[width]
     cpu = wkv_cpu._cpu_flags().split()
     if platform.machine() != "x86_64" or any(flag not in cpu for flag in needs):
