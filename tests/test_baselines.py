@@ -48,3 +48,35 @@ def test_train_scores_from_the_fit_matrix_equal_a_second_vectorizing(setup):
     assert len(train_pred) == len(docs) > 50
     assert train_pred == list(model.predict(docs))
     assert model[0].transform(docs[:3]).dtype == np.float32  # the fit's matrix: float32 (fit docstring)
+
+
+DOCS = [
+    "Hotel Adlon | Ritz Paris",
+    "",  # a column with no cells
+    "  +49 30 2261 0 |\t+33 1 43 16 30 30  ",
+    "a | bb | ccc | a | A",  # words shorter than the n-grams, repeats, case
+    "Köln | Zürich | São Paulo | 東京",
+    "2024-05-01 | 2024-05-01 | n/a",
+    "x\u00a0y | tab\tseparated | new\nline",
+]
+
+
+@pytest.mark.parametrize("max_features", [None, 40])
+@pytest.mark.parametrize("ngram_range", [(1, 4), (2, 3)])
+def test_wordwise_vectorizer_equals_scikit_learns_bit_for_bit(max_features, ngram_range):
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    from aegir.stages.baselines import WordwiseTfidfVectorizer
+
+    settings = dict(analyzer="char_wb", ngram_range=ngram_range, max_features=max_features,
+                    sublinear_tf=True, dtype=np.float32)
+    fast, reference = WordwiseTfidfVectorizer(**settings), TfidfVectorizer(**settings)
+    got, want = fast.fit_transform(DOCS), reference.fit_transform(DOCS)
+    assert fast.vocabulary_ == reference.vocabulary_
+    for a, b in ((got, want), (fast.transform(DOCS[::-1] + ["unseen wörds"]),
+                               reference.transform(DOCS[::-1] + ["unseen wörds"]))):
+        assert type(a) is type(b) and a.dtype == b.dtype == np.float32
+        for part in ("indptr", "indices", "data"):
+            assert np.array_equal(getattr(a, part), getattr(b, part)), part
+    with pytest.raises(ValueError, match="empty vocabulary"):
+        WordwiseTfidfVectorizer(**settings).fit_transform(["", "   "])

@@ -20,11 +20,14 @@ import argparse
 import multiprocessing
 import os
 import warnings
+from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.utils._sparse import _align_api_if_sparse
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 
@@ -54,6 +57,67 @@ def labelled_columns(tables: list[Table], task: str, max_cells: int) -> tuple[li
     return docs, labels
 
 
+class WordwiseTfidfVectorizer(TfidfVectorizer):
+    """scikit-learn's TfidfVectorizer with its counting done a word at a time: the same vocabulary
+    and the same matrix, bit for bit (tests/test_baselines.py holds it to the parent), in about
+    half the time (the default CPA training columns: 18 s against 36 s for `fit_transform`).
+
+    With `analyzer="char_wb"` a document's n-grams are those of its whitespace-separated words
+    (each padded with a space), so its counts are the sum of its words' counts. Each distinct word
+    is analysed once and the document-by-n-gram counts are a sparse product (documents × words) ·
+    (words × n-grams), instead of a Python loop over every n-gram of every document (the default
+    CTA training columns: 2.8 M words, 343 k distinct, 69 M n-grams). An unseen n-gram gets the
+    next index in the order the parent would meet it (it can first appear only in a word's first
+    occurrence): the parent sorts the vocabulary afterwards, and the matrix's stored order, on
+    which its float sums depend, follows from those first indices. Other analyzers go to the
+    parent."""
+
+    def _count_vocab(self, raw_documents, fixed_vocab):
+        if self.analyzer != "char_wb":
+            return super()._count_vocab(raw_documents, fixed_vocab)
+        if fixed_vocab:
+            vocabulary, lookup = self.vocabulary_, self.vocabulary_.get
+        else:
+            vocabulary = defaultdict()  # as the parent: an unseen n-gram gets the next index
+            vocabulary.default_factory = vocabulary.__len__
+            lookup = vocabulary.__getitem__
+        decode, preprocess = self.decode, self.build_preprocessor()
+        word_ids: dict[str, int] = {}
+        ngram_ids: list[int] = []  # every distinct word's n-gram indices, word after word
+        ngram_counts: list[int] = []  # how many each word has
+        doc_words: list[int] = []
+        doc_indptr = [0]
+        for doc in raw_documents:
+            for word in preprocess(decode(doc)).split():
+                w = word_ids.get(word)
+                if w is None:
+                    w = word_ids[word] = len(ngram_counts)
+                    ids = [i for i in map(lookup, self._char_wb_ngrams(word)) if i is not None]
+                    ngram_ids.extend(ids)
+                    ngram_counts.append(len(ids))
+                doc_words.append(w)
+            doc_indptr.append(len(doc_words))
+        if not fixed_vocab:
+            vocabulary = dict(vocabulary)
+            if not vocabulary:
+                raise ValueError("empty vocabulary; perhaps the documents only contain stop words")
+        # (documents × words) · (words × n-grams); the COO → CSR conversions sum repeats
+        n_docs, n_words = len(doc_indptr) - 1, len(ngram_counts)
+        doc_rows = np.repeat(np.arange(n_docs), np.diff(doc_indptr))
+        words = sp.coo_array((np.ones(len(doc_words), dtype=np.int64), (doc_rows, np.asarray(doc_words, dtype=np.int64))),
+                             shape=(n_docs, n_words)).tocsr()
+        word_rows = np.repeat(np.arange(n_words), ngram_counts)
+        ngrams = sp.coo_array((np.ones(len(ngram_ids), dtype=np.int64), (word_rows, np.asarray(ngram_ids, dtype=np.int64))),
+                              shape=(n_words, len(vocabulary))).tocsr()
+        counts = (words @ ngrams).tocsr()
+        counts.eliminate_zeros()
+        index_dtype = np.int32 if counts.nnz <= np.iinfo(np.int32).max else np.int64
+        X = sp.csr_array((counts.data.astype(np.intc), counts.indices.astype(index_dtype),
+                          counts.indptr.astype(index_dtype)), shape=counts.shape, dtype=self.dtype)
+        X.sort_indices()
+        return vocabulary, _align_api_if_sparse(X)
+
+
 def fit(docs: list[str], labels: list[str], cfg: BaselinesConfig, train_predictions: bool = False):
     """The fitted TF-IDF + logistic-regression pipeline; with `train_predictions`, also its
     predictions on `docs` themselves, from the matrix the fit built (vectorizing the training
@@ -63,7 +127,7 @@ def fit(docs: list[str], labels: list[str], cfg: BaselinesConfig, train_predicti
     instead of 165 s in float64 (11,200 tables, this project's 2-core machine, 2026-11-25), and
     its scores moved by −0.1 to +0.7 micro-F1 (the capped, tolerance-stopped optimiser ends
     elsewhere; `real` CTA 69.5 → 70.1)."""
-    vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(cfg.ngram_min, cfg.ngram_max),
+    vectorizer = WordwiseTfidfVectorizer(analyzer="char_wb", ngram_range=(cfg.ngram_min, cfg.ngram_max),
                                  max_features=cfg.max_features, sublinear_tf=True, dtype=np.float32)
     classifier = LogisticRegression(C=cfg.C, max_iter=cfg.max_iter, tol=1e-3, random_state=cfg.seed)
     matrix = vectorizer.fit_transform(docs)
