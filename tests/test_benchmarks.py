@@ -87,3 +87,19 @@ def test_wkv_benchmark_prints_every_path_and_the_ema(capsys):
     assert [row[0] for row in wkv_rows] == ["16", "40"] and [row[0] for row in ema_rows] == ["4", "10"]
     if wkv_cpu.available():
         assert all(float(row[3]) > 0 for row in wkv_rows) and all(float(row[2]) > 0 for row in ema_rows)
+
+
+def test_baselines_benchmark_compares_equal_matrices(tmp_path, capsys):
+    """bench_baselines on a tiny prepared benchmark: both vectorizers run and agree bit for bit."""
+    from aegir.config import parse_params
+    from aegir.stages.prepare import run as prepare_run
+    from conftest import TINY_PARAMS_OVERRIDE
+
+    params = parse_params({k: v for k, v in TINY_PARAMS_OVERRIDE.items() if k in ("synthetic", "prepare", "baselines")})
+    prepare_run(params, tmp_path / "data", tmp_path / "stats.json")
+    (tmp_path / "params.yaml").write_text(json.dumps({k: v for k, v in TINY_PARAMS_OVERRIDE.items()
+                                                       if k in ("synthetic", "prepare", "baselines")}))
+    result = load("bench_baselines").main(["--data", str(tmp_path / "data"), "--params", str(tmp_path / "params.yaml"),
+                                           "--task", "cpa"])
+    assert result["equal"] and result["ratio"] > 0
+    assert "bit-identical" in capsys.readouterr().out
