@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from aegir.config import SPLITS, TRAIN_SPLIT, load_params
+from aegir.config import REAL_SPLIT, TRAIN_SPLIT, load_params
 from aegir.data.prepared import read_split, tables_from_arrow
 from aegir.stages.baselines import WordwiseTfidfVectorizer, labelled_columns
 
@@ -39,12 +39,11 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     cfg = load_params(args.params).baselines
     docs, _ = labelled_columns(tables_from_arrow(read_split(args.data, TRAIN_SPLIT)), args.task, cfg.max_cells)
-    held_out = "real" if "real" in SPLITS else SPLITS[-1]
-    others, _ = labelled_columns(tables_from_arrow(read_split(args.data, held_out)), args.task, cfg.max_cells)
+    others, _ = labelled_columns(tables_from_arrow(read_split(args.data, REAL_SPLIT)), args.task, cfg.max_cells)
     settings = dict(analyzer="char_wb", ngram_range=(cfg.ngram_min, cfg.ngram_max), max_features=cfg.max_features,
                     sublinear_tf=True, dtype=np.float32)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"{len(docs):,} {args.task.upper()} training columns, {len(others):,} `{held_out}` columns")
+          f"{len(docs):,} {args.task.upper()} training columns, {len(others):,} `{REAL_SPLIT}` columns")
     best = {"scikit-learn": [float("inf")] * 2, "word-wise": [float("inf")] * 2}
     outputs = {}
     for _ in range(args.repeats):

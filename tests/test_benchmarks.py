@@ -95,10 +95,9 @@ def test_baselines_benchmark_compares_equal_matrices(tmp_path, capsys):
     from aegir.stages.prepare import run as prepare_run
     from conftest import TINY_PARAMS_OVERRIDE
 
-    params = parse_params({k: v for k, v in TINY_PARAMS_OVERRIDE.items() if k in ("synthetic", "prepare", "baselines")})
-    prepare_run(params, tmp_path / "data", tmp_path / "stats.json")
-    (tmp_path / "params.yaml").write_text(json.dumps({k: v for k, v in TINY_PARAMS_OVERRIDE.items()
-                                                       if k in ("synthetic", "prepare", "baselines")}))
+    sections = {k: v for k, v in TINY_PARAMS_OVERRIDE.items() if k in ("synthetic", "prepare", "baselines")}
+    prepare_run(parse_params(sections), tmp_path / "data", tmp_path / "stats.json")
+    (tmp_path / "params.yaml").write_text(json.dumps(sections))
     result = load("bench_baselines").main(["--data", str(tmp_path / "data"), "--params", str(tmp_path / "params.yaml"),
                                            "--task", "cpa"])
     assert result["equal"] and result["ratio"] > 0

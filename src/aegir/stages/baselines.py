@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.utils._sparse import _align_api_if_sparse
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
+from sklearn.utils._sparse import _align_api_if_sparse
 
 from aegir import atomic
 from aegir.config import EVAL_SPLITS, SPLITS, TRAIN_SPLIT, BaselinesConfig, load_params
@@ -101,14 +101,15 @@ class WordwiseTfidfVectorizer(TfidfVectorizer):
             vocabulary = dict(vocabulary)
             if not vocabulary:
                 raise ValueError("empty vocabulary; perhaps the documents only contain stop words")
-        # (documents × words) · (words × n-grams); the COO → CSR conversions sum repeats
-        n_docs, n_words = len(doc_indptr) - 1, len(ngram_counts)
-        doc_rows = np.repeat(np.arange(n_docs), np.diff(doc_indptr))
-        words = sp.coo_array((np.ones(len(doc_words), dtype=np.int64), (doc_rows, np.asarray(doc_words, dtype=np.int64))),
-                             shape=(n_docs, n_words)).tocsr()
-        word_rows = np.repeat(np.arange(n_words), ngram_counts)
-        ngrams = sp.coo_array((np.ones(len(ngram_ids), dtype=np.int64), (word_rows, np.asarray(ngram_ids, dtype=np.int64))),
-                              shape=(n_words, len(vocabulary))).tocsr()
+        # (documents × words) · (words × n-grams), each built in CSR from the lists as they are,
+        # a word repeated in a document (an n-gram in a word) summed into one entry
+        ngram_indptr = np.concatenate([[0], np.cumsum(ngram_counts, dtype=np.int64)])
+        words = sp.csr_array((np.ones(len(doc_words), dtype=np.int64), np.asarray(doc_words, dtype=np.int64),
+                              np.asarray(doc_indptr, dtype=np.int64)), shape=(len(doc_indptr) - 1, len(ngram_counts)))
+        ngrams = sp.csr_array((np.ones(len(ngram_ids), dtype=np.int64), np.asarray(ngram_ids, dtype=np.int64),
+                               ngram_indptr), shape=(len(ngram_counts), len(vocabulary)))
+        words.sum_duplicates()
+        ngrams.sum_duplicates()
         counts = (words @ ngrams).tocsr()
         counts.eliminate_zeros()
         index_dtype = np.int32 if counts.nnz <= np.iinfo(np.int32).max else np.int64
