@@ -22,6 +22,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 from aegir.config import REAL_SPLIT, TRAIN_SPLIT, load_params
 from aegir.data.prepared import read_split, tables_from_arrow
+from aegir.errors import AegirError
 from aegir.stages.baselines import WordwiseTfidfVectorizer, labelled_columns
 
 
@@ -37,9 +38,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--task", default="cta", choices=("cta", "cpa"))
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args(argv)
-    cfg = load_params(args.params).baselines
-    docs, _ = labelled_columns(tables_from_arrow(read_split(args.data, TRAIN_SPLIT)), args.task, cfg.max_cells)
-    others, _ = labelled_columns(tables_from_arrow(read_split(args.data, REAL_SPLIT)), args.task, cfg.max_cells)
+    try:
+        cfg = load_params(args.params).baselines
+        docs, _ = labelled_columns(tables_from_arrow(read_split(args.data, TRAIN_SPLIT)), args.task, cfg.max_cells)
+        others, _ = labelled_columns(tables_from_arrow(read_split(args.data, REAL_SPLIT)), args.task, cfg.max_cells)
+    except AegirError as exc:
+        parser.exit(2, f"bench_baselines: error: {exc}\n")
     settings = dict(analyzer="char_wb", ngram_range=(cfg.ngram_min, cfg.ngram_max), max_features=cfg.max_features,
                     sublinear_tf=True, dtype=np.float32)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from aegir.model.ops import wkv as wkv_module
@@ -102,3 +103,10 @@ def test_baselines_benchmark_compares_equal_matrices(tmp_path, capsys):
                                            "--task", "cpa"])
     assert result["equal"] and result["ratio"] > 0
     assert "bit-identical" in capsys.readouterr().out
+
+
+def test_baselines_benchmark_names_missing_data(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        load("bench_baselines").main(["--data", str(tmp_path / "nowhere")])
+    assert exit_info.value.code == 2
+    assert "nowhere/train.parquet" in capsys.readouterr().err
