@@ -53,8 +53,16 @@ def deep_update(base: dict, override: dict) -> dict:
     return out
 
 
-def tool_env(repo: Path) -> dict[str, str]:
+def tool_env(repo: Path, threads: int | None = 1) -> dict[str, str]:
+    """The environment of a tool or stage a test starts. `threads`: its OMP_NUM_THREADS, and so
+    torch's intra-op threads in the stages. One by default: the xdist workers run tests side by
+    side, and two workers' stages each taking torch's default (a thread per core) oversubscribed
+    the 2-core machine: two tiny `dvc repro`s at once took 251 s with the default and 121 s with
+    one thread each (2026-11-26, AVX2 machine). None leaves torch's default, as `dvc repro` runs
+    for a user: the stages' sharded path, one worker thread per core (aegir.train.step)."""
     env = dict(os.environ)
+    if threads is not None:
+        env["OMP_NUM_THREADS"] = str(threads)
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONPATH"] = str(repo / "src")
     env["DVC_NO_ANALYTICS"] = "1"

@@ -279,14 +279,17 @@ def import_closure(module: str, src: str | Path = "src") -> set[Path]:
     return files
 
 
-def uncovered_deps(spec: StageSpec, root: str | Path = ".") -> list[str]:
+def uncovered_deps(spec: StageSpec, root: str | Path = ".", closure: set[Path] | None = None) -> list[str]:
     """Files of the stage's import closure that none of its deps covers (a dep covers a file
     when it is that file or a directory above it), as paths relative to `root`; [] when the
-    deps are complete. A stage whose command runs no `-m` module has no closure to check."""
+    deps are complete. A stage whose command runs no `-m` module has no closure to check.
+    `closure`: the stage module's `import_closure`, when the caller has it (checking many dep
+    lists of one stage parses its sources once)."""
     root = Path(root).resolve()
     if spec.module is None:
         return []
-    closure = import_closure(spec.module, root / "src")
+    if closure is None:
+        closure = import_closure(spec.module, root / "src")
     deps = [d.rstrip("/") for d in spec.deps]
     missing = []
     for path in sorted(closure):
