@@ -14,6 +14,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
+from aegir.eval.reads import READS_FILE
 from conftest import BIN, ROOT, TINY_PARAMS_OVERRIDE, deep_update, kill_at_saved_step, tool_env
 
 pytestmark = pytest.mark.e2e
@@ -59,9 +60,10 @@ def phase1_cmd(run: str, agent: str = "primary") -> list[str]:
             "--out", f"{run}/model", "--metrics", f"{run}/metrics", "--state", f"{run}/state"]
 
 
-def run_phase1(root: Path, run: str, launcher: list[str] | None = None) -> subprocess.CompletedProcess:
+def run_phase1(root: Path, run: str, launcher: list[str] | None = None,
+               threads: int | None = 1) -> subprocess.CompletedProcess:
     cmd = (launcher or [sys.executable]) + phase1_cmd(run)
-    proc = subprocess.run(cmd, cwd=root, env=tool_env(ROOT), capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=root, env=tool_env(ROOT, threads), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
 
@@ -71,31 +73,45 @@ def digest(path: Path) -> str:
 
 
 def test_same_seed_gives_byte_identical_checkpoint_and_metrics(tiny_setup):
-    run_phase1(tiny_setup, "a")
-    run_phase1(tiny_setup, "b")
-    for rel in ("model/model.safetensors", "model/config.json", "metrics/metrics.json", "metrics/scores.json"):
-        assert digest(tiny_setup / "a" / rel) == digest(tiny_setup / "b" / rel), rel
-    scores = json.loads((tiny_setup / "a/metrics/scores.json").read_text())
+    # torch's default threads, as under `dvc repro`: on a machine of several cores, the sharded
+    # step in worker threads (the other tests' stages, run "a" among them, run on one thread:
+    # conftest.tool_env)
+    run_phase1(tiny_setup, "cores_a", threads=None)
+    run_phase1(tiny_setup, "cores_b", threads=None)
+    for rel in ("model/model.safetensors", "model/config.json", f"model/{READS_FILE}", "metrics/metrics.json",
+                "metrics/scores.json"):
+        assert digest(tiny_setup / "cores_a" / rel) == digest(tiny_setup / "cores_b" / rel), rel
+    scores = json.loads((tiny_setup / "cores_a/metrics/scores.json").read_text())
     assert scores["steps"] == 8
     assert set(scores["cta"]) == {"valid", "test", "corner_cases", "missing_values", "format_heterogeneity",
                                   "real", "wide"}
     # the DVC metrics: per task the benchmark mean and the real split, under the agent's name
-    headline = json.loads((tiny_setup / "a/metrics/metrics.json").read_text())
+    headline = json.loads((tiny_setup / "cores_a/metrics/metrics.json").read_text())
     bench = ("test", "corner_cases", "missing_values", "format_heterogeneity", "wide")
     assert headline == {"primary": {task: {
         "bench": round(sum(scores[task][s]["micro_f1"] for s in bench) / len(bench), 2),
         "real": round(scores[task]["real"]["micro_f1"], 2)} for task in ("cta", "cpa")}}
-    timing = json.loads((tiny_setup / "a/metrics/timing.json").read_text())
-    wall = json.loads((tiny_setup / "a/metrics/wall.json").read_text())
+    timing = json.loads((tiny_setup / "cores_a/metrics/timing.json").read_text())
+    wall = json.loads((tiny_setup / "cores_a/metrics/wall.json").read_text())
     assert timing["wall_seconds"] > 0 and list(wall) == ["minutes"] and list(wall["minutes"]) == ["phase1_primary"]
     # (wall.json rounds the unrounded seconds, timing.json holds them to 0.1 s)
     assert wall["minutes"]["phase1_primary"] == pytest.approx(timing["wall_seconds"] / 60, abs=0.006)
-    config = json.loads((tiny_setup / "a/model/config.json").read_text())
+    config = json.loads((tiny_setup / "cores_a/model/config.json").read_text())
     assert config["num_processes"] == 1
     assert len(config["vocab"]["cta"]) == 82 and len(config["vocab"]["cpa"]) == 108
     assert set(config["data_fingerprint"]) >= {"train", "valid"}
-    curves = tiny_setup / "a/metrics/live/plots/metrics"
+    curves = tiny_setup / "cores_a/metrics/live/plots/metrics"
     assert (curves / "train/loss.tsv").is_file() and (curves / "chunking/ratio.tsv").is_file()
+    # beside the weights, every evaluation read's whole label distributions, for Phase 3 (aegir.eval.reads)
+    stored = load_file(tiny_setup / "cores_a/model" / READS_FILE)
+    assert {key.split("/")[0] for key in stored} == set(scores["cta"])
+    for split in scores["cta"]:
+        columns = int(stored[f"{split}/columns"].sum())
+        assert columns >= scores["cta"][split]["support"]  # every labelled column at least once
+        for task, labels in (("cta", 82), ("cpa", 108)):
+            probs = stored[f"{split}/{task}"]
+            assert probs.shape == (columns, labels) and probs.dtype == torch.float32
+            assert torch.allclose(probs.sum(-1), torch.ones(columns), atol=1e-5)
 
 
 def test_killed_run_resumes_to_the_same_result(tiny_setup):

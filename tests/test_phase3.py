@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from aegir.eval.reads import READS_FILE
 from conftest import ROOT, TINY_PARAMS_OVERRIDE, deep_update, kill_at_saved_step, tool_env
 
 pytestmark = pytest.mark.e2e
@@ -59,11 +61,25 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_two_runs_are_byte_identical_and_report_every_variant(tiny_phase1):
+def test_two_runs_are_byte_identical_and_report_every_variant(tiny_phase1, tmp_path):
     run_module(tiny_phase1, *phase3_args("a"))
-    run_module(tiny_phase1, *phase3_args("b"))
+    # the second run in a copy whose Phase 1 checkpoints lack their stored distributions: it runs
+    # the frozen models again, and must give the same bytes as the run that took them
+    other = tmp_path / "copy"
+    other.mkdir()
+    for rel in ("params.yaml", "data", "models", "p2"):
+        (shutil.copytree if (tiny_phase1 / rel).is_dir() else shutil.copy)(tiny_phase1 / rel, other / rel)
+    stored = sorted(other.glob(f"models/*/{READS_FILE}"))
+    assert [path.parent.name for path in stored] == ["media", "places", "primary"]
+    for path in stored:
+        path.unlink()
+    run_module(other, *phase3_args("b"))
     for rel in OUTPUTS:
-        assert digest(tiny_phase1 / "a" / rel) == digest(tiny_phase1 / "b" / rel), rel
+        assert digest(tiny_phase1 / "a" / rel) == digest(other / "b" / rel), rel
+    taken = json.loads((tiny_phase1 / "a/metrics/timing.json").read_text())["phase1_reads"]
+    assert taken == {"phase1": "stored", "primary": "stored", "places": "stored", "media": "stored"}
+    redone = json.loads((other / "b/metrics/timing.json").read_text())["phase1_reads"]
+    assert redone == {name: f"no {READS_FILE}" for name in taken}
     scores = json.loads((tiny_phase1 / "a/metrics/scores.json").read_text())
     for variant in ("phase1", "control", "fused", "ensemble"):
         for task in ("cta", "cpa"):

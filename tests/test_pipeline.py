@@ -118,6 +118,13 @@ def test_status_clean_after_repro(project):
     assert "up to date" in proc.stdout, proc.stdout
 
 
+def test_phase3_takes_the_frozen_models_distributions_from_their_checkpoints(project):
+    # the phase1 stages stored every read's distributions (column groups and two views here);
+    # Phase 3 read them instead of running those models again (aegir.eval.reads)
+    timing = json.loads((project / "results/phase3/timing.json").read_text())
+    assert timing["phase1_reads"] == {"phase1": "stored", "primary": "stored", "places": "stored", "media": "stored"}
+
+
 def test_report_gathers_every_stage_and_reruns_byte_identical(project):
     """`dvc repro` ends with the report: its table holds each stage's own figures, its figures
     are what `dvc plots show` lists, and a forced rerun writes the same bytes."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -371,3 +372,71 @@ def test_phase3_scoring_in_worker_threads_equals_one_thread():
             assert abs(a.cta_probs - b.cta_probs).max() < 1e-5 and abs(a.cpa_probs - b.cpa_probs).max() < 1e-5
             assert (a.activation is None) == (b.activation is None)
             assert a.activation is None or (a.activation == b.activation).all()
+
+
+def test_phase3_scoring_from_stored_distributions_equals_running_the_models(tmp_path):
+    """Phase 3 takes the frozen models' distributions from their Phase 1 checkpoints
+    (aegir.eval.reads): every variant's predictions, the ensemble's included, are the bits it
+    gets by running those models on the same batches."""
+    import copy
+    from pathlib import Path
+
+    from aegir.config import SyntheticConfig
+    from aegir.data.dataset import collate, eval_batches, examples_from_tables
+    from aegir.data.synth import generate_table
+    from aegir.eval.grouped import ALL_LABELS
+    from aegir.eval.predict import table_predictions
+    from aegir.eval.reads import READS_FILE, StoredReads, dense_distributions, save_eval_reads
+    from aegir.stages.phase3 import predict_variants
+    from aegir.swarm.ensemble import ensemble_output
+    from aegir.swarm.orchestrator import OrchestratorOutput
+
+    fused, primary = orchestrator(threshold=0.3)
+    open_gates(fused)
+    control = build_orchestrator(copy.deepcopy(primary), {})
+    tables = [generate_table(SyntheticConfig(), "valid", i) for i in range(9)]
+    examples = examples_from_tables(tables, 256, 8, 0, Path("synthetic"))
+    fused.eval(), control.eval(), primary.eval()
+    ran = predict_variants(fused, control, primary, examples, batch_size=2, top_k=ALL_LABELS)
+    assert any(p.activation.any() for p in ran["fused"])  # the ensemble really averages specialists
+    labels = {"cta": ran["phase1"][0].cta_ids.shape[1], "cpa": ran["phase1"][0].cpa_ids.shape[1]}
+    frozen = ["phase1", *fused.specialist_names]
+    meta = {"checkpoint": "c0ffee", "reading": {"columns": 9, "views": 2}}
+    for name in frozen:  # as the phase1 stage writes them, one file per checkpoint
+        (tmp_path / name).mkdir()
+        save_eval_reads(tmp_path / name / READS_FILE, {"valid": (examples, dense_distributions(ran[name], labels))},
+                        meta)
+    stored = {}
+    for name in frozen:
+        store, why_not = StoredReads.open(tmp_path / name, meta)
+        assert store is not None and why_not == ""
+        stored[name] = store.split("valid", examples)
+        assert [len(read["cta"]) for read in stored[name]] == [e.num_columns for e in examples]
+    taken = predict_variants(fused, control, primary, examples, batch_size=2, top_k=ALL_LABELS, stored=stored)
+    assert set(taken) == set(ran)
+    # the ensemble is the primary's output with the log of the mean softmax as its logits
+    # (ensemble_output), read as any output is
+    for indices in eval_batches(examples, 2):
+        rows = [examples[i] for i in indices]
+        batch = collate(rows)
+        with torch.no_grad():
+            routed = fused.annotate(batch)
+            output = ensemble_output(primary(batch), [s.model(batch) for s in fused.specialists],
+                                     routed.activation_mask)
+            want = table_predictions(OrchestratorOutput(output=output, activation_mask=routed.activation_mask), rows,
+                                     ALL_LABELS)
+        for i, b in zip(indices, want):
+            assert np.array_equal(taken["ensemble"][i].cta_probs, b.cta_probs)
+            assert np.array_equal(taken["ensemble"][i].cpa_ids, b.cpa_ids)
+    for name in ran:
+        for a, b in zip(taken[name], ran[name]):
+            for field in ("cta_ids", "cta_probs", "cpa_ids", "cpa_probs"):
+                assert np.array_equal(getattr(a, field), getattr(b, field)), (name, field)
+            assert (a.activation is None) == (b.activation is None)
+            assert a.activation is None or (a.activation == b.activation).all()
+    # what is not taken: another setting, other reads, no file
+    store, why_not = StoredReads.open(tmp_path / "phase1", {**meta, "reading": {"columns": 9, "views": 3}})
+    assert store is None and "reading" in why_not
+    assert StoredReads.open(tmp_path / "phase1", meta)[0].split("valid", examples[1:]) is None
+    assert StoredReads.open(tmp_path / "phase1", meta)[0].split("test", examples) is None
+    assert StoredReads.open(tmp_path, meta) == (None, f"no {READS_FILE}")

@@ -72,8 +72,16 @@ def table_predictions(result, examples: Sequence[Example], top_k: int = 1) -> li
     A `top_k` above a task's label count gives all its labels (the whole distribution, sorted)."""
     activation = getattr(result, "activation_mask", None)
     output = getattr(result, "output", result)
-    cta_p, cta_i = output.cta_logits.float().softmax(-1).topk(min(top_k, output.cta_logits.shape[-1]), dim=-1)  # (B, C, k)
-    cpa_p, cpa_i = output.cpa_logits.float().softmax(-1).topk(min(top_k, output.cpa_logits.shape[-1]), dim=-1)
+    return predictions_from_probs(output.cta_logits.float().softmax(-1), output.cpa_logits.float().softmax(-1),
+                                  examples, top_k, activation)
+
+
+def predictions_from_probs(cta_probs: torch.Tensor, cpa_probs: torch.Tensor, examples: Sequence[Example],
+                           top_k: int = 1, activation: torch.Tensor | None = None) -> list[TablePrediction]:
+    """`table_predictions` from label distributions: cta_probs, cpa_probs (B, C, labels), a
+    forward's softmax; activation (B, S) bool or None."""
+    cta_p, cta_i = cta_probs.topk(min(top_k, cta_probs.shape[-1]), dim=-1)  # (B, C, k)
+    cpa_p, cpa_i = cpa_probs.topk(min(top_k, cpa_probs.shape[-1]), dim=-1)
     out = []
     for row, example in enumerate(examples):
         c = example.num_columns

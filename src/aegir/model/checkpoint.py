@@ -10,7 +10,9 @@ fresh temporary directory beside the target, which then replaces the target by r
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import asdict, fields
 from pathlib import Path
 
@@ -35,26 +37,47 @@ class CheckpointError(AegirError):
         super().__init__(f"{self.path}: {problem}")
 
 
-def save_checkpoint(directory: str | Path, model: AegirModel, config_dict: dict | None = None) -> Path:
+def save_checkpoint(directory: str | Path, model: AegirModel, config_dict: dict | None = None,
+                    beside: Callable[[Path], None] | None = None) -> Path:
     """Write `directory`/model.safetensors + config.json atomically; returns the directory.
 
     config_dict: extra JSON-serialisable entries for config.json; it may not use the key "model".
+    beside: writes more files into the directory (`write_checkpoint`).
     """
     extra = dict(config_dict or {})
     if "model" in extra:
         raise ValueError('save_checkpoint: config_dict may not contain the key "model"')
-    return write_checkpoint(directory, model.state_dict(), {"model": asdict(model.config), **extra})
+    return write_checkpoint(directory, model.state_dict(), {"model": asdict(model.config), **extra}, beside)
 
 
-def write_checkpoint(directory: str | Path, tensors: dict[str, torch.Tensor], payload: dict) -> Path:
-    """`directory`/model.safetensors (`tensors`) + config.json (`payload`), atomically."""
+def write_checkpoint(directory: str | Path, tensors: dict[str, torch.Tensor], payload: dict,
+                     beside: Callable[[Path], None] | None = None) -> Path:
+    """`directory`/model.safetensors (`tensors`) + config.json (`payload`), atomically; then
+    `beside(staging)`, if given, writes files that belong with these weights into the staging
+    directory (they appear together with the checkpoint, or not at all)."""
     directory = Path(directory)
     text = json.dumps(payload, indent=2, sort_keys=True)  # fails here, before any write, if not JSON
     tensors = {name: t.detach().to("cpu").contiguous() for name, t in tensors.items()}
     with atomic.staged_dir(directory) as staging:
         save_file(tensors, str(staging / WEIGHTS_FILE), metadata={"format": "pt"})
         (staging / CONFIG_FILE).write_text(text + "\n", encoding="utf-8")
+        if beside is not None:
+            beside(staging)
     return directory
+
+
+def checkpoint_fingerprint(directory: str | Path) -> str:
+    """sha256 over a checkpoint's config.json and model.safetensors: what ties a later stage's
+    record (Phase 3's orchestrator, Phase 1's stored reads) to these exact weights."""
+    directory = Path(directory)
+    digest = hashlib.sha256()
+    for name in (CONFIG_FILE, WEIGHTS_FILE):
+        path = directory / name
+        if not path.is_file():
+            raise CheckpointError(path, "missing (not a checkpoint directory?)")
+        digest.update(name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def load_checkpoint(directory: str | Path, device: str | torch.device = "cpu") -> tuple[AegirModel, dict]:

@@ -54,12 +54,13 @@ from aegir.config import (EVAL_SPLITS, SPLITS, TRAIN_SPLIT, AgentConfig, Params,
 from aegir.data.dataset import Example, collate, examples_from_arrow, length_grouped_batches, load_examples
 from aegir.data.prepared import fingerprint as data_fingerprint, read_split, split_path
 from aegir.errors import AegirError, ConfigError, DataError
-from aegir.eval.grouped import predict_tables, split_reads
+from aegir.eval.grouped import ALL_LABELS, predict_tables, split_reads
 from aegir.eval.metrics import headline, wall_minutes
 from aegir.eval.predict import TablePrediction, predict, score
+from aegir.eval.reads import READS_FILE, dense_distributions, save_eval_reads
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.aegir import AegirConfig, AegirModel
-from aegir.model.checkpoint import save_checkpoint
+from aegir.model.checkpoint import checkpoint_fingerprint, save_checkpoint
 from aegir.progress import progress as progress_bar
 from aegir.train.resume import TrainingProgress, fingerprint, load_state, resumed_live, save_state
 from aegir.train.schedule import learning_rate
@@ -215,8 +216,9 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
             break
     bar.close()
 
+    reads: dict = {}
     scores = final_scores(model, agent, data_dir, cfg, params.prepare, params.reading, accelerator, workers,
-                          agent_name)
+                          agent_name, reads)
     if workers:
         workers.close()
     scores["steps"] = step
@@ -232,7 +234,9 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
             "data_fingerprint": data_print,
             "num_parameters": sum(p.numel() for p in unwrapped.parameters()),
             "num_processes": accelerator.num_processes,
-        })
+        }, beside=lambda staging: save_eval_reads(staging / READS_FILE, reads, {
+            "checkpoint": checkpoint_fingerprint(staging), "data": data_print,
+            "prepare": asdict(params.prepare), "reading": asdict(params.reading)}))
         live.step = step
         if step > progress.step:  # a run resumed at its end logged its final point already
             for task in ("cta", "cpa"):
@@ -254,10 +258,13 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
 
 def final_scores(model, agent: AgentConfig, data_dir: Path, cfg: Phase1Config, prepare: PrepareConfig,
                  reading: ReadingConfig, accelerator: Accelerator, workers: OneThreadWorkers | None = None,
-                 name: str = "primary") -> dict:
+                 name: str = "primary", reads: dict | None = None) -> dict:
     """F1 (with supports) on every evaluation split, each table read as `reading` says
-    (aegir.eval.grouped); specialists also on their own domains."""
+    (aegir.eval.grouped); specialists also on their own domains. `reads`, if given, receives per
+    split (its reads, their `dense_distributions`): what the checkpoint keeps for Phase 3
+    (aegir.eval.reads)."""
     metrics: dict = {"cta": {}, "cpa": {}}
+    labels = {"cta": len(cta_vocab()), "cpa": len(cpa_vocab())}
     if agent.domains:
         metrics["in_domain"] = {"cta": {}, "cpa": {}}
     splits = progress_bar(EVAL_SPLITS, desc=f"phase1 {name} scoring", unit="split",
@@ -266,9 +273,17 @@ def final_scores(model, agent: AgentConfig, data_dir: Path, cfg: Phase1Config, p
         splits.set_postfix_str(split, refresh=False)
         examples = load_examples(data_dir, split)
         plan = split_reads(data_dir, split, examples, reading.columns, reading.views, prepare)
-        predictions = predict_tables(
-            lambda reads, k: gathered_predictions(model, reads, cfg.eval_batch_size, accelerator, workers, k),
-            plan, [e.table_id for e in examples])
+
+        def run(read_examples: list[Example], k: int, split: str = split) -> list[TablePrediction]:
+            # every label's probability, whatever k: the whole distributions are what Phase 3 reuses
+            # (a top-k prediction is the head of the whole one)
+            predicted = gathered_predictions(model, read_examples, cfg.eval_batch_size, accelerator, workers,
+                                             ALL_LABELS)
+            if reads is not None:
+                reads[split] = (read_examples, dense_distributions(predicted, labels))
+            return predicted
+
+        predictions = predict_tables(run, plan, [e.table_id for e in examples])
         result = score(examples, predictions)
         for task in ("cta", "cpa"):
             metrics[task][split] = result[task]

@@ -21,6 +21,11 @@ processes and gradients are averaged; CPU runs with one process are deterministi
 sample comes from a generator seeded by (seed, step, process)), and a killed run, re-run,
 resumes from its last saved state.
 
+Scoring reads every evaluation table as Phase 1 scored it. The frozen models (the Phase 1
+primary, each specialist alone, and the output ensemble built from them) are not run again
+where their Phase 1 checkpoints hold their distributions on the same reads (`aegir.eval.reads`):
+the same forward on the same batches gave those bits, so the scores are the same either way.
+
 Outputs:
   --out       the fused orchestrator (`aegir.swarm.checkpoint`; specialists by fingerprint) and
               `control/` (a plain model checkpoint of the control's primary)
@@ -30,8 +35,9 @@ Outputs:
               ensemble (d) too — routing statistics overall and per domain, critical steps),
               report.json (specialist slices where each beats the primary, state survival,
               settings), wall.json (DVC metrics: the stage's wall minutes) and timing.json
-              (wall clock of the stage, of each run and of each stage of the routed forward)
-              — the outputs a rerun does not reproduce —, curves.png (rewards, routing, PPO
+              (wall clock of the stage, of each run and of each stage of the routed forward;
+              `phase1_reads`: whether each frozen model's distributions came from its
+              checkpoint) — the outputs a rerun does not reproduce —, curves.png (rewards, routing, PPO
               diagnostics, validation F1 of fused vs control), live/fused and live/control
               (DVCLive curves)
   --state     resume state of each run
@@ -59,25 +65,25 @@ from aegir.errors import AegirError, DataError, check_config
 from aegir.eval.curves import phase3_curves_png
 from aegir.eval.grouped import ALL_LABELS, merge_predictions, split_reads
 from aegir.eval.metrics import headline, wall_minutes
-from aegir.eval.predict import TablePrediction, predict, score, table_predictions
+from aegir.eval.predict import TablePrediction, predict, predictions_from_probs, score, table_predictions
+from aegir.eval.reads import StoredReads
 from aegir.eval.routing import routing_stats, slice_scores, slices_beaten
 from aegir.labels import cpa_vocab, cta_vocab
-from aegir.model.aegir import AegirModel
-from aegir.model.checkpoint import load_checkpoint, save_checkpoint
+from aegir.model.aegir import AegirModel, AegirOutput
+from aegir.model.checkpoint import checkpoint_fingerprint, load_checkpoint, save_checkpoint
 from aegir.progress import progress as progress_bar
 from aegir.rl.parl import PARLSettings, collect_rollouts, rescore, token_loss
 from aegir.rl.ppo import deterministic_kernels
 from aegir.rl.rewards import LambdaSchedule, budget_cap, clip_epsilon
 from aegir.swarm.checkpoint import save_orchestrator
 from aegir.swarm.critical import critical_steps, orchestrator_stages, total_steps
-from aegir.swarm.ensemble import ensemble_output
+from aegir.swarm.ensemble import ensemble_probs
 from aegir.swarm.fusion import state_survival
 from aegir.swarm.orchestrator import (
-    OrchestratorOutput,
     SwarmOrchestrator,
     build_orchestrator,
 )
-from aegir.swarm.specialist import checkpoint_fingerprint, load_agents
+from aegir.swarm.specialist import load_agents
 from aegir.train.resume import TrainingProgress, fingerprint, load_state, resumed_live, save_state
 from aegir.train.schedule import learning_rate
 from aegir.train.step import OneThreadWorkers, process_shard, worker_threads
@@ -265,29 +271,55 @@ def routed_predictions(orch: SwarmOrchestrator, examples: list[Example], batch_s
 
 @torch.no_grad()
 def predict_variants(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: AegirModel,
-                     examples: list[Example], batch_size: int, top_k: int = 1) -> dict[str, list[TablePrediction]]:
+                     examples: list[Example], batch_size: int, top_k: int = 1,
+                     stored: dict[str, list[dict[str, torch.Tensor]]] | None = None) -> dict[str, list[TablePrediction]]:
     """Predictions of every model Phase 3 reports, one pass per model over `examples`:
     `phase1`, `control`, `fused` (routed), each frozen specialist alone (by name), and
     `ensemble` — (d), the output-level ensemble Phase 2 used as its routed r_perf: the mean
-    softmax of the Phase 1 primary and the specialists the fused router activated."""
+    softmax of the Phase 1 primary and the specialists the fused router activated.
+
+    stored: per frozen model ("phase1" or a specialist's name), its label distributions on each
+    of `examples` as Phase 1 stored them (aegir.eval.reads): that model is not run again."""
+    stored = stored or {}
     names = ["phase1", "control", "fused", "ensemble", *fused.specialist_names]
     out: dict[str, list] = {name: [None] * len(examples) for name in names}
     for indices in eval_batches(examples, batch_size):
         rows = [examples[i] for i in indices]
         batch = collate(rows)
         routed = fused.annotate(batch)
-        first = phase1(batch)
+        width = batch.column_mask.shape[1]
+        first = None if "phase1" in stored else phase1(batch)
+
+        def probs(name: str, output: AegirOutput | None) -> tuple[torch.Tensor, torch.Tensor]:
+            """(cta, cpa) label distributions (B, C, labels) of a frozen model on this batch."""
+            if output is not None:
+                return output.cta_logits.float().softmax(-1), output.cpa_logits.float().softmax(-1)
+            return tuple(padded([stored[name][i][task] for i in indices], width) for task in ("cta", "cpa"))
+
         # the frozen copy of the Phase 1 primary (load_phase1 loads both from one checkpoint)
         # gives the primary's outputs: reuse them instead of a second pass
-        alone = [first if name == "primary" else s.model(batch)
+        primary_probs = probs("phase1", first)
+        alone = [primary_probs if name == "primary" else probs(name, None if name in stored else s.model(batch))
                  for name, s in zip(fused.specialist_names, fused.specialists)]
-        results = {"phase1": first, "control": control.primary(batch), "fused": routed,
-                   "ensemble": OrchestratorOutput(output=ensemble_output(first, alone, routed.activation_mask),
-                                                  activation_mask=routed.activation_mask),
-                   **dict(zip(fused.specialist_names, alone))}
-        for name, result in results.items():
-            for i, prediction in zip(indices, table_predictions(result, rows, top_k)):
+        mask = routed.activation_mask
+        mean = [ensemble_probs(primary_probs[t], [a[t] for a in alone], mask).log().softmax(-1) for t in (0, 1)]
+        results = {"phase1": predictions_from_probs(*primary_probs, rows, top_k),
+                   "control": table_predictions(control.primary(batch), rows, top_k),
+                   "fused": table_predictions(routed, rows, top_k),
+                   "ensemble": predictions_from_probs(*mean, rows, top_k, mask),
+                   **{name: predictions_from_probs(*a, rows, top_k) for name, a in zip(fused.specialist_names, alone)}}
+        for name, predictions in results.items():
+            for i, prediction in zip(indices, predictions):
                 out[name][i] = prediction
+    return out
+
+
+def padded(rows: list[torch.Tensor], width: int) -> torch.Tensor:
+    """Per-read (C_i, labels) distributions as one (B, width, labels) batch; the columns a read
+    lacks hold ones (never read: predictions keep each read's own columns)."""
+    out = torch.ones(len(rows), width, rows[0].shape[-1])
+    for b, row in enumerate(rows):
+        out[b, :len(row)] = row
     return out
 
 
@@ -343,15 +375,21 @@ def measure_survival(orch: SwarmOrchestrator, examples: list[Example]) -> dict:
 
 def predict_variants_shared(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: AegirModel,
                             examples: list[Example], batch_size: int, top_k: int = 1,
-                            workers: OneThreadWorkers | None = None) -> dict[str, list[TablePrediction]]:
+                            workers: OneThreadWorkers | None = None,
+                            stored: dict[str, list[dict[str, torch.Tensor]]] | None = None) -> dict[str, list[TablePrediction]]:
     """`predict_variants`, with each of `workers`' threads (one intra-op thread each) predicting
     an interleaved share of `examples` (every `workers.count`-th); the same predictions as one
     thread up to float rounding, in the order of `examples`. Every model is frozen and in eval
     mode, so the threads only read the shared parameters."""
+    stored = stored or {}
     if workers is None or workers.count < 2 or len(examples) < 2:
-        return predict_variants(fused, control, phase1, examples, batch_size, top_k)
-    shares = workers.map_shares(
-        lambda share: predict_variants(fused, control, phase1, share, batch_size, top_k), examples)
+        return predict_variants(fused, control, phase1, examples, batch_size, top_k, stored)
+
+    def share(indices: list[int]) -> dict[str, list[TablePrediction]]:
+        return predict_variants(fused, control, phase1, [examples[i] for i in indices], batch_size, top_k,
+                                {name: [reads[i] for i in indices] for name, reads in stored.items()})
+
+    shares = workers.map_shares(share, list(range(len(examples))))
     return {name: workers.interleave([share[name] for share in shares]) for name in shares[0]}
 
 
@@ -361,13 +399,25 @@ VARIANTS = ("phase1", "control", "fused", "ensemble")  # what Phase 3 reports, (
 def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: AegirModel,
                  specialists: dict[str, AegirModel], data_dir: Path, cfg: Phase3Config,
                  reading: ReadingConfig | None = None, prepare: PrepareConfig | None = None,
-                 show_progress: bool = True, workers: OneThreadWorkers | None = None) -> tuple[dict, dict]:
+                 show_progress: bool = True, workers: OneThreadWorkers | None = None,
+                 checkpoints: dict[str, Path] | None = None, reused: dict[str, str] | None = None) -> tuple[dict, dict]:
     """(scores, report): F1 with supports of every variant on every evaluation split, routing
     statistics and critical steps; and each specialist's slices where it beats the Phase 1
     primary. Every variant reads each table as Phase 1 scores it (`reading`: column groups, row
     views; aegir.eval.grouped; `prepare` serializes them). `workers`: predict in their threads
-    (`predict_variants_shared`)."""
+    (`predict_variants_shared`). `checkpoints`: the Phase 1 checkpoint directory of "phase1" and
+    of each specialist, whose stored distributions (aegir.eval.reads) are taken where they match
+    instead of running that model; `reused`, if given, receives per model "stored" or why not."""
     reading = reading or ReadingConfig()
+    stores: dict[str, StoredReads] = {}
+    for name, directory in (checkpoints or {}).items():
+        store, why_not = StoredReads.open(directory, {
+            "checkpoint": checkpoint_fingerprint(directory), "data": data_fingerprint(data_dir, SPLITS),
+            "prepare": asdict(prepare or PrepareConfig()), "reading": asdict(reading)})
+        if store is not None:
+            stores[name] = store
+        if reused is not None:
+            reused[name] = "stored" if store is not None else why_not
     metrics: dict = {name: {"cta": {}, "cpa": {}} for name in VARIANTS}
     slices: dict[str, dict] = {name: {} for name in ["phase1", *specialists]}
     routed_all, examples_all, split_rates = [], [], {}
@@ -378,12 +428,18 @@ def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: A
         if not examples:
             continue
         plan = split_reads(data_dir, split, examples, reading.columns, reading.views, prepare or PrepareConfig())
+        stored = {name: store.split(split, plan.reads) for name, store in stores.items()}
+        stored = {name: split_reads_ for name, split_reads_ in stored.items() if split_reads_ is not None}
+        if reused is not None:
+            for name in stores:
+                if name not in stored:
+                    reused[name] = f"recomputed on {split}: other reads"
         if plan.one_read_per_table:
             variants = predict_variants_shared(fused, control, phase1, plan.reads, cfg.eval_batch_size,
-                                               workers=workers)
+                                               workers=workers, stored=stored)
         else:
             reads = predict_variants_shared(fused, control, phase1, plan.reads, cfg.eval_batch_size, ALL_LABELS,
-                                            workers)
+                                            workers, stored)
             ids = [e.table_id for e in examples]
             variants = {name: merge_predictions(plan, predictions, ids) for name, predictions in reads.items()}
         for name in VARIANTS:
@@ -457,8 +513,11 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
     threads = worker_threads(accelerator)
     workers = OneThreadWorkers(threads) if threads > 1 else None
     try:
+        # the frozen models' distributions as their phase1 stage stored them, where they match
+        reused: dict[str, str] = {}
         scores, report = evaluate_all(fused, control, phase1.eval(), specialists, data_dir, cfg,
-                                      params.reading, params.prepare, accelerator.is_local_main_process, workers)
+                                      params.reading, params.prepare, accelerator.is_local_main_process, workers,
+                                      {"phase1": models_dir / "primary", **dirs}, reused)
     finally:
         if workers:
             workers.close()
@@ -468,7 +527,9 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
     # wall clock is the one thing a rerun does not reproduce: it lives in its own file
     timing = {"wall_seconds": round(time.perf_counter() - started, 1), "runs": summaries,
               "stage_seconds_per_table": stage_seconds(fused, valid, cfg.eval_batch_size),
-              "torch_threads": torch.get_num_threads()}
+              "torch_threads": torch.get_num_threads(),
+              # per frozen model: its Phase 1 distributions were "stored" (taken from its checkpoint), or why not
+              "phase1_reads": reused}
 
     if accelerator.is_main_process:
         extra = {"params": {"phase3": asdict(cfg), "prepare": asdict(params.prepare),

@@ -62,6 +62,7 @@ from aegir.errors import AegirError, check_config
 from aegir.eval.metrics import headline, wall_minutes
 from aegir.eval.predict import TablePrediction, score
 from aegir.labels import cpa_vocab, cta_vocab
+from aegir.model.checkpoint import checkpoint_fingerprint
 from aegir.progress import progress as progress_bar
 from aegir.rl.ppo import deterministic_kernels
 from aegir.rl.rewards import LambdaSchedule, budget_cap, clip_epsilon
@@ -80,7 +81,7 @@ from aegir.swarm.spawn import (
     wide_subtasks,
 )
 from aegir.swarm.swarm import Swarm, save_swarm, table_views
-from aegir.swarm.specialist import checkpoint_fingerprint, load_agents
+from aegir.swarm.specialist import load_agents
 from aegir.train.resume import TrainingProgress, fingerprint, load_state, resumed_live, save_state
 
 SCALING_SPLITS = ("test", "corner_cases", "wide")  # where the scaling curve is measured

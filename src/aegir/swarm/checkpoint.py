@@ -29,13 +29,13 @@ from aegir.model.checkpoint import (
     CONFIG_FILE,
     WEIGHTS_FILE,
     CheckpointError,
+    checkpoint_fingerprint,
     load_checkpoint,
     load_weights,
     read_checkpoint,
     write_checkpoint,
 )
 from aegir.swarm.orchestrator import SwarmOrchestrator, build_orchestrator
-from aegir.swarm.specialist import checkpoint_fingerprint
 
 
 def config_has_section(directory: str | Path, section: str) -> bool:

@@ -37,16 +37,23 @@ def routed_argmax(probs: torch.Tensor) -> torch.Tensor:
     return torch.stack([torch.einsum("a,abck->bck", w, probs).argmax(-1) for w in weights])
 
 
+def ensemble_probs(primary: torch.Tensor, specialists: list[torch.Tensor], activation_mask: torch.Tensor) -> torch.Tensor:
+    """The mean of the primary's label distribution and each row's activated specialists':
+    primary and each of `specialists` (B, C, K), activation_mask (B, S) bool."""
+    total = primary
+    count = torch.ones(total.shape[0], 1, 1, device=total.device)
+    for s, probs in enumerate(specialists):
+        on = activation_mask[:, s].to(total.dtype)[:, None, None]  # (B, 1, 1)
+        total = total + on * probs
+        count = count + on
+    return total / count
+
+
 def ensemble_output(primary: AegirOutput, specialists: list[AegirOutput], activation_mask: torch.Tensor) -> AegirOutput:
     """The primary's output with its logits replaced by the log of the mean softmax of the
     primary and each row's activated specialists (activation_mask (B, S) bool)."""
     def mean_log_prob(name: str) -> torch.Tensor:
-        total = getattr(primary, name).float().softmax(-1)  # (B, C, K)
-        count = torch.ones(total.shape[0], 1, 1, device=total.device)
-        for s, out in enumerate(specialists):
-            on = activation_mask[:, s].to(total.dtype)[:, None, None]  # (B, 1, 1)
-            total = total + on * getattr(out, name).float().softmax(-1)
-            count = count + on
-        return (total / count).log()
+        return ensemble_probs(getattr(primary, name).float().softmax(-1),
+                              [getattr(out, name).float().softmax(-1) for out in specialists], activation_mask).log()
 
     return replace(primary, cta_logits=mean_log_prob("cta_logits"), cpa_logits=mean_log_prob("cpa_logits"))

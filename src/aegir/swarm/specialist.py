@@ -22,7 +22,6 @@ layer ⌊l · L_s / L⌋.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import torch
@@ -30,28 +29,9 @@ import torch.nn as nn
 
 from aegir.data.batch import Batch
 from aegir.model.aegir import AegirModel
-from aegir.model.checkpoint import (
-    CONFIG_FILE,
-    WEIGHTS_FILE,
-    CheckpointError,
-    load_checkpoint,
-)
+from aegir.model.checkpoint import CheckpointError, load_checkpoint
 from aegir.model.chunking import chunk
 from aegir.model.rwkv import LayerState
-
-
-def checkpoint_fingerprint(directory: str | Path) -> str:
-    """sha256 over a checkpoint's config.json and model.safetensors: what Phase 3 records to
-    tie its orchestrator to the exact frozen specialists it was trained with."""
-    directory = Path(directory)
-    digest = hashlib.sha256()
-    for name in (CONFIG_FILE, WEIGHTS_FILE):
-        path = directory / name
-        if not path.is_file():
-            raise CheckpointError(path, "missing (not a checkpoint directory?)")
-        digest.update(name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 class FrozenSpecialist(nn.Module):

@@ -24,14 +24,14 @@ import torch
 from aegir.data.dataset import Example, collate, eval_batches
 from aegir.labels import cta_vocab
 from aegir.model.aegir import AegirModel
-from aegir.model.checkpoint import CONFIG_FILE, CheckpointError, load_checkpoint, load_weights, read_checkpoint, write_checkpoint
+from aegir.model.checkpoint import (CONFIG_FILE, CheckpointError, checkpoint_fingerprint, load_checkpoint, load_weights,
+                                    read_checkpoint, write_checkpoint)
 from aegir.rl.swarm import TableView, policy_inputs, swarm_logp
 from aegir.swarm.checkpoint import config_has_section
 from aegir.swarm.critical import model_read_steps
 from aegir.swarm.orchestrator import SwarmOrchestrator
 from aegir.swarm.policy import SpawnPolicy
 from aegir.swarm.spawn import SubagentCache, SwarmMerge, deep_columns, family_of_labels, label_steps, swarm_steps, wide_subtasks
-from aegir.swarm.specialist import checkpoint_fingerprint
 
 
 @torch.no_grad()
