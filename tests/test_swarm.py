@@ -344,15 +344,15 @@ def test_ensemble_output_is_the_mean_softmax_of_the_activated():
         assert torch.allclose(out.cta_logits[b].exp(), want, atol=1e-6)
 
 
-def test_phase3_scoring_in_worker_threads_equals_one_thread():
+def scoring_models():
+    """What Phase 3 scores, at toy size: the fused orchestrator (gates open), its control, the
+    Phase 1 primary (all in eval mode) and 9 synthetic tables."""
     import copy
     from pathlib import Path
 
     from aegir.config import SyntheticConfig
-    from aegir.data.synth import generate_table
-    from aegir.stages.phase3 import predict_variants, predict_variants_shared
     from aegir.data.dataset import examples_from_tables
-    from aegir.train.step import OneThreadWorkers
+    from aegir.data.synth import generate_table
 
     fused, primary = orchestrator(threshold=0.3)
     open_gates(fused)
@@ -360,6 +360,14 @@ def test_phase3_scoring_in_worker_threads_equals_one_thread():
     tables = [generate_table(SyntheticConfig(), "valid", i) for i in range(9)]
     examples = examples_from_tables(tables, 256, 8, 0, Path("synthetic"))
     fused.eval(), control.eval(), primary.eval()
+    return fused, control, primary, examples
+
+
+def test_phase3_scoring_in_worker_threads_equals_one_thread():
+    from aegir.stages.phase3 import predict_variants, predict_variants_shared
+    from aegir.train.step import OneThreadWorkers
+
+    fused, control, primary, examples = scoring_models()
     alone = predict_variants(fused, control, primary, examples, batch_size=2)
     with OneThreadWorkers(2) as threads:
         shared = predict_variants_shared(fused, control, primary, examples, batch_size=2, workers=threads)
@@ -378,12 +386,7 @@ def test_phase3_scoring_from_stored_distributions_equals_running_the_models(tmp_
     """Phase 3 takes the frozen models' distributions from their Phase 1 checkpoints
     (aegir.eval.reads): every variant's predictions, the ensemble's included, are the bits it
     gets by running those models on the same batches."""
-    import copy
-    from pathlib import Path
-
-    from aegir.config import SyntheticConfig
-    from aegir.data.dataset import collate, eval_batches, examples_from_tables
-    from aegir.data.synth import generate_table
+    from aegir.data.dataset import collate, eval_batches
     from aegir.eval.grouped import ALL_LABELS
     from aegir.eval.predict import table_predictions
     from aegir.eval.reads import READS_FILE, StoredReads, dense_distributions, save_eval_reads
@@ -391,12 +394,7 @@ def test_phase3_scoring_from_stored_distributions_equals_running_the_models(tmp_
     from aegir.swarm.ensemble import ensemble_output
     from aegir.swarm.orchestrator import OrchestratorOutput
 
-    fused, primary = orchestrator(threshold=0.3)
-    open_gates(fused)
-    control = build_orchestrator(copy.deepcopy(primary), {})
-    tables = [generate_table(SyntheticConfig(), "valid", i) for i in range(9)]
-    examples = examples_from_tables(tables, 256, 8, 0, Path("synthetic"))
-    fused.eval(), control.eval(), primary.eval()
+    fused, control, primary, examples = scoring_models()
     ran = predict_variants(fused, control, primary, examples, batch_size=2, top_k=ALL_LABELS)
     assert any(p.activation.any() for p in ran["fused"])  # the ensemble really averages specialists
     labels = {"cta": ran["phase1"][0].cta_ids.shape[1], "cpa": ran["phase1"][0].cpa_ids.shape[1]}
