@@ -409,15 +409,16 @@ def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: A
     of each specialist, whose stored distributions (aegir.eval.reads) are taken where they match
     instead of running that model; `reused`, if given, receives per model "stored" or why not."""
     reading = reading or ReadingConfig()
-    stores: dict[str, StoredReads] = {}
-    for name, directory in (checkpoints or {}).items():
-        store, why_not = StoredReads.open(directory, {
-            "checkpoint": checkpoint_fingerprint(directory), "data": data_fingerprint(data_dir, SPLITS),
-            "prepare": asdict(prepare or PrepareConfig()), "reading": asdict(reading)})
-        if store is not None:
-            stores[name] = store
-        if reused is not None:
-            reused[name] = "stored" if store is not None else why_not
+    # each checkpoint directory opened once ("phase1" and the specialist "primary" share one)
+    checkpoints = checkpoints or {}
+    settings = {"data": data_fingerprint(data_dir, SPLITS), "prepare": asdict(prepare or PrepareConfig()),
+                "reading": asdict(reading)}
+    opened = {directory: StoredReads.open(directory, {"checkpoint": checkpoint_fingerprint(directory), **settings})
+              for directory in set(checkpoints.values())}
+    stores = {name: opened[directory][0] for name, directory in checkpoints.items() if opened[directory][0]}
+    if reused is not None:
+        reused.update({name: "stored" if opened[directory][0] else opened[directory][1]
+                       for name, directory in checkpoints.items()})
     metrics: dict = {name: {"cta": {}, "cpa": {}} for name in VARIANTS}
     slices: dict[str, dict] = {name: {} for name in ["phase1", *specialists]}
     routed_all, examples_all, split_rates = [], [], {}
@@ -428,8 +429,9 @@ def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: A
         if not examples:
             continue
         plan = split_reads(data_dir, split, examples, reading.columns, reading.views, prepare or PrepareConfig())
-        stored = {name: store.split(split, plan.reads) for name, store in stores.items()}
-        stored = {name: split_reads_ for name, split_reads_ in stored.items() if split_reads_ is not None}
+        distributions = {store.path: store.split(split, plan.reads) for store in stores.values()}
+        stored = {name: distributions[store.path] for name, store in stores.items()
+                  if distributions[store.path] is not None}
         if reused is not None:
             for name in stores:
                 if name not in stored:
