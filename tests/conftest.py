@@ -35,7 +35,8 @@ TINY_PARAMS_OVERRIDE = {
     },
     "phase1": {"epochs": 1, "batch_size": 8, "max_steps": 6, "warmup_steps": 2, "eval_every": 4,
                "log_every": 2, "checkpoint_every": 3},
-    "reading": {"columns": 4, "views": 2},  # the wide tables (6–10 columns) are read in groups
+    # the wide tables (6–10 columns) are read in groups; labels decoded jointly (aegir.eval.joint)
+    "reading": {"columns": 4, "views": 2, "joint_cta": 0.05, "joint_cpa": 0.2},
     "phase2": {"batches": 2, "batch_size": 4, "rollouts": 4, "ascent_steps": 10},
     "phase3": {"steps": 6, "batch_size": 4, "rollouts": 2, "warmup_steps": 2, "eval_every": 4, "log_every": 2,
                "checkpoint_every": 2, "budget_period": 4, "survival_tables": 8},

@@ -11,10 +11,11 @@ import pytest
 from aegir.config import PrepareConfig, SyntheticConfig, parse_params
 from aegir.data.dataset import examples_from_tables
 from aegir.data.synth import generate_split, generate_wide
-from aegir.errors import ConfigError
+from aegir.errors import ConfigError, DataError
 from aegir.eval.grouped import ALL_LABELS, merge_predictions, predict_tables, read_groups, row_view, table_reads
 from aegir.eval.predict import TablePrediction, predict
 from aegir.inference import Annotator, _reading_of
+from aegir.labels import cpa_vocab, cta_vocab
 from aegir.swarm.orchestrator import build_orchestrator
 from test_swarm import tiny
 
@@ -112,8 +113,16 @@ def test_an_orchestrator_reads_groups_through_the_annotator():
 
 
 def test_a_checkpoint_records_its_reading_and_old_ones_read_whole():
-    assert _reading_of({"params": {"reading": {"columns": 9, "views": 3}}}, WHERE) == (9, 3)
-    assert _reading_of({"params": {}}, WHERE) == (0, 1)
+    assert _reading_of({"params": {"reading": {"columns": 9, "views": 3}}}, WHERE) == (9, 3, None, {})
+    assert _reading_of({"params": {}}, WHERE) == (0, 1, None, {})
+    # joint decoding: its weights and the counts it needs travel in the checkpoint's config
+    counts = {task: {"tables": [3] * size, "repeated": [1] * size}
+              for task, size in (("cta", len(cta_vocab())), ("cpa", len(cpa_vocab())))}
+    columns, views, decode, weights = _reading_of(
+        {"params": {"reading": {"views": 2, "joint_cta": 0.1}}, "label_repeats": counts}, WHERE)
+    assert (columns, views, weights) == (0, 2, {"cta": 0.1, "cpa": 0.0}) and callable(decode)
+    with pytest.raises(DataError, match="label repeat counts"):
+        _reading_of({"params": {"reading": {"joint_cpa": 0.2}}}, WHERE)
     with pytest.raises(ConfigError, match="reading.columns"):
         _reading_of({"params": {"reading": {"columns": 1}}}, WHERE)
     with pytest.raises(ConfigError, match="reading.views"):

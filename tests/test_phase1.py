@@ -100,6 +100,11 @@ def test_same_seed_gives_byte_identical_checkpoint_and_metrics(tiny_setup):
     assert config["num_processes"] == 1
     assert len(config["vocab"]["cta"]) == 82 and len(config["vocab"]["cpa"]) == 108
     assert set(config["data_fingerprint"]) >= {"train", "valid"}
+    # the training tables' label repeat counts, for the reading's joint decoding (aegir.eval.joint)
+    repeats = config["label_repeats"]
+    assert len(repeats["cta"]["tables"]) == 82 and len(repeats["cpa"]["repeated"]) == 108
+    assert 0 < max(repeats["cta"]["tables"]) <= scores["train_tables"]
+    assert all(r <= t for r, t in zip(repeats["cta"]["repeated"], repeats["cta"]["tables"]))
     curves = tiny_setup / "cores_a/metrics/live/plots/metrics"
     assert (curves / "train/loss.tsv").is_file() and (curves / "chunking/ratio.tsv").is_file()
     # beside the weights, every evaluation read's whole label distributions, for Phase 3 (aegir.eval.reads)
@@ -220,7 +225,8 @@ def test_a_reading_change_rescores_without_retraining(tiny_setup, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert digest(run / "model/model.safetensors") == weights
     assert json.loads((run / "metrics/timing.json").read_text())["resumed_at_step"] == 8  # nothing trained
-    assert json.loads((run / "model/config.json").read_text())["params"]["reading"] == {"columns": 3, "views": 2}
+    reading = json.loads((run / "model/config.json").read_text())["params"]["reading"]
+    assert reading == {"columns": 3, "views": 2, "joint_cta": 0.0, "joint_cpa": 0.0}
     before = json.loads((tiny_setup / "a/metrics/scores.json").read_text())
     after = json.loads((run / "metrics/scores.json").read_text())
     # every column is still scored once (the groups and views merge back to one prediction each)

@@ -118,6 +118,10 @@ def test_two_runs_are_byte_identical_and_report_every_variant(tiny_phase1, tmp_p
     names = [s["name"] for s in config["orchestrator"]["specialists"]]
     assert names == ["primary", "places", "media"]
     assert all(len(s["fingerprint"]) == 64 for s in config["orchestrator"]["specialists"])
+    # both read tables as the primary's Phase 1 scoring does: its label repeat counts, for the joint decoding
+    primary = json.loads((tiny_phase1 / "models/primary/config.json").read_text())["label_repeats"]
+    assert config["label_repeats"] == primary
+    assert json.loads((tiny_phase1 / "a/model/control/config.json").read_text())["label_repeats"] == primary
 
 
 def test_killed_run_resumes_to_the_same_result(tiny_phase1):

@@ -524,11 +524,20 @@ class ReadingConfig:
 
     columns: int = 0  # a wider table is read in column groups, the subject + ≤ columns − 1 others; 0: whole
     views: int = 1  # row views read per table (rows rotated), label probabilities averaged
+    joint_cta: float = 0.0  # β of a table's joint CTA decoding (aegir.eval.joint); 0: each column's argmax
+    joint_cpa: float = 0.0  # β of its joint CPA decoding; 0: each column's argmax
+
+    @property
+    def joint_weights(self) -> dict[str, float]:
+        return {"cta": self.joint_cta, "cpa": self.joint_cpa}
 
     def __post_init__(self) -> None:
         check_config(self.columns == 0 or 2 <= self.columns <= 1024, "reading.columns",
                      f"must be 0 (whole tables) or in [2, 1024], got {self.columns}")
         check_config(1 <= self.views <= 16, "reading.views", f"must be in [1, 16], got {self.views}")
+        for task in ("cta", "cpa"):
+            weight = getattr(self, f"joint_{task}")
+            check_config(0.0 <= weight <= 10.0, f"reading.joint_{task}", f"must be in [0, 10], got {weight}")
 
 
 # Every top-level section of params.yaml and the dataclass that owns it. Every stage loads

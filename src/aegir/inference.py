@@ -18,6 +18,7 @@ from aegir.data.dataset import Example, examples_from_tables, load_examples
 from aegir.data.prepared import split_path
 from aegir.errors import PIPELINE_HINT, DataError, is_pipeline_output
 from aegir.eval.grouped import TableReads, predict_tables, read_groups, split_reads, table_reads
+from aegir.eval.joint import repeats_of, table_decoder
 from aegir.eval.predict import TablePrediction, predict, score
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.checkpoint import load_checkpoint
@@ -34,6 +35,8 @@ class Annotator:
     forward: Callable | None = None  # what `predict` calls per batch (None: the model)
     read_columns: int = 0  # wider tables are read in column groups (aegir.eval.grouped); 0: whole
     read_views: int = 1  # row views read per table, their distributions averaged
+    decode: Callable | None = None  # each table's joint decoding (aegir.eval.joint); None: columnwise argmax
+    joint: dict[str, float] = field(default_factory=dict)  # its weights β per task, when it decodes
 
     def predictions(self, tables, examples: Sequence[Example], where: Path, top_k: int = 1) -> list[TablePrediction]:
         """One prediction per table (`examples[i]` is `tables[i]` serialized), each read as the
@@ -43,7 +46,7 @@ class Annotator:
 
     def predict_plan(self, plan: TableReads, table_ids: Sequence[str], top_k: int = 1) -> list[TablePrediction]:
         return predict_tables(lambda reads, k: predict(self.model, reads, top_k=k, forward=self.forward),
-                              plan, table_ids, top_k)
+                              plan, table_ids, top_k, self.decode)
 
     def steps(self, activation) -> dict[str, int]:
         """Critical and total layer-steps of one table's routed forward."""
@@ -69,15 +72,24 @@ def load_for_inference(checkpoint: Path) -> Annotator:
     return annotator
 
 
+def _decoder_of(config: dict, checkpoint: Path, reading: ReadingConfig) -> Callable | None:
+    """The joint decoding a checkpoint was scored with (`reading.joint_*` and its `label_repeats`)."""
+    try:
+        return table_decoder(repeats_of(config, f"{checkpoint}/config.json"), reading.joint_weights, "reading")
+    except ValueError as exc:
+        raise DataError(checkpoint / "config.json", str(exc)) from None
+
+
 def _prepare_of(config: dict, checkpoint: Path) -> PrepareConfig:
     return build(PrepareConfig, config.get("params", {}).get("prepare", {}), f"{checkpoint}/config.json: prepare")
 
 
-def _reading_of(config: dict, checkpoint: Path) -> tuple[int, int]:
-    """(`reading.columns`, `reading.views`) a checkpoint was scored with; one whole read per
-    table (0, 1) when it predates them."""
+def _reading_of(config: dict, checkpoint: Path) -> tuple[int, int, Callable | None, dict[str, float]]:
+    """(`reading.columns`, `reading.views`, the joint decoding and its weights) a checkpoint was
+    scored with; one whole read per table (0, 1) and each column's argmax when it predates them."""
     reading = build(ReadingConfig, config.get("params", {}).get("reading", {}), f"{checkpoint}/config.json: reading")
-    return reading.columns, reading.views
+    decode = _decoder_of(config, checkpoint, reading)
+    return reading.columns, reading.views, decode, reading.joint_weights if decode else {}
 
 
 def _examples(tables, prepare: PrepareConfig, where: Path) -> list[Example]:
@@ -137,6 +149,8 @@ def annotate_table(path: Path, checkpoint: Path, top_k: int = 1) -> dict:
         if len(groups) > 1:  # wider than the checkpoint's read_columns: read in column groups
             result["read_groups"] = [list(g) for g in groups]
         result["read_views"] = annotator.read_views
+        if annotator.joint:
+            result["joint_decoding"] = annotator.joint
     if swarm_result is not None:
         r = swarm_result
         result["swarm"] = {"subagents": r.subagents, "specialist": r.specialist,
@@ -174,6 +188,9 @@ def format_annotations(result: dict) -> str:
                      + " ".join("[" + ",".join(map(str, g)) + "]" for g in result["read_groups"]))
     if result.get("read_views", 1) > 1:
         lines.append(f"read in {result['read_views']} row views (rows rotated), their label probabilities averaged")
+    if "joint_decoding" in result:
+        lines.append("labels decoded jointly: a label the training tables rarely repeat is rarely given twice "
+                     f"(weights CTA {result['joint_decoding']['cta']:g}, CPA {result['joint_decoding']['cpa']:g})")
     if "specialists" in result:
         s = result["specialists"]
         lines.append(f"specialists activated: {', '.join(s['activated']) or 'none'} (of {', '.join(s['available'])}); "

@@ -24,8 +24,12 @@ A table of at most `read_columns` columns read in one view is read exactly as be
 prepared example. A routed model's activation for a table is the union over the groups of view 0
 (the table as prepared), so routing statistics do not grow with the views.
 
+**Joint decoding** (`reading.joint_cta`, `reading.joint_cpa`). A table's merged distributions
+then go through `aegir.eval.joint`: each column's label is chosen with the table's other
+columns in view, so that a label tables rarely repeat is rarely given twice.
+
 Where it is used: `phase1` and `phase3` score every evaluation split this way
-(`reading.columns`, `reading.views` in params.yaml), and `aegir annotate` / `aegir evaluate` read
+(`reading.columns`, `reading.views`, `reading.joint_*` in params.yaml), and `aegir annotate` / `aegir evaluate` read
 users' tables with the settings recorded in the checkpoint. Phase 4 does not: its never-spawn
 control is the shared stream on purpose, and its wide search is the column-group reading with a
 learned merge.
@@ -187,10 +191,29 @@ def merge_predictions(plan: TableReads, predictions: Sequence[TablePrediction], 
     return merged
 
 
+def top(prediction: TablePrediction, top_k: int) -> TablePrediction:
+    """The first `top_k` labels of each column of `prediction`."""
+    return TablePrediction(prediction.table_id, prediction.cta_ids[:, :top_k], prediction.cta_probs[:, :top_k],
+                           prediction.cpa_ids[:, :top_k], prediction.cpa_probs[:, :top_k], prediction.activation)
+
+
+def decoded(predictions: Sequence[TablePrediction], decode: Callable[[TablePrediction], TablePrediction] | None,
+            top_k: int) -> list[TablePrediction]:
+    """Each table's prediction (every label's probability) through `decode` (the joint decoding
+    of `aegir.eval.joint`; None: as it is), cut to its top `top_k` labels."""
+    return [top(decode(p) if decode else p, top_k) for p in predictions]
+
+
 def predict_tables(run: Callable[[list[Example], int], list[TablePrediction]], plan: TableReads,
-                   table_ids: Sequence[str], top_k: int = 1) -> list[TablePrediction]:
+                   table_ids: Sequence[str], top_k: int = 1,
+                   decode: Callable[[TablePrediction], TablePrediction] | None = None) -> list[TablePrediction]:
     """Per-table predictions of a reading plan: `run(examples, k)` predicts the reads (top-k of
-    each), once; with one read per table that is the whole story."""
-    if plan.one_read_per_table:
+    each), once; with one read per table and no `decode` that is the whole story. `decode`
+    (`aegir.eval.joint.decode_table` with its settings) takes a table's whole distributions and
+    puts its chosen labels first."""
+    if plan.one_read_per_table and decode is None:
         return run(plan.reads, top_k)
-    return merge_predictions(plan, run(plan.reads, ALL_LABELS), table_ids, top_k)
+    predictions = run(plan.reads, ALL_LABELS)
+    if not plan.one_read_per_table:
+        predictions = merge_predictions(plan, predictions, table_ids, ALL_LABELS)
+    return decoded(predictions, decode, top_k)

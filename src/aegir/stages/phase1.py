@@ -55,6 +55,8 @@ from aegir.data.dataset import Example, collate, examples_from_arrow, length_gro
 from aegir.data.prepared import fingerprint as data_fingerprint, read_split, split_path
 from aegir.errors import AegirError, ConfigError, DataError
 from aegir.eval.grouped import ALL_LABELS, predict_tables, split_reads
+from aegir.eval.joint import CONFIG_KEY as JOINT_CONFIG_KEY
+from aegir.eval.joint import LabelRepeats, label_repeats, table_decoder
 from aegir.eval.metrics import headline, wall_minutes
 from aegir.eval.predict import TablePrediction, predict, score
 from aegir.eval.reads import READS_FILE, dense_distributions, save_eval_reads
@@ -217,8 +219,10 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
     bar.close()
 
     reads: dict = {}
+    repeats = label_repeats(((e.cta_labels, e.cpa_labels) for e in train_examples),
+                            {"cta": len(cta_vocab()), "cpa": len(cpa_vocab())})
     scores = final_scores(model, agent, data_dir, cfg, params.prepare, params.reading, accelerator, workers,
-                          agent_name, reads)
+                          agent_name, reads, repeats)
     if workers:
         workers.close()
     scores["steps"] = step
@@ -234,6 +238,7 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
             "data_fingerprint": data_print,
             "num_parameters": sum(p.numel() for p in unwrapped.parameters()),
             "num_processes": accelerator.num_processes,
+            JOINT_CONFIG_KEY: repeats.to_json(),  # the reading's joint decoding (aegir.eval.joint)
         }, beside=lambda staging: save_eval_reads(staging / READS_FILE, reads, {
             "checkpoint": checkpoint_fingerprint(staging), "data": data_print,
             "prepare": asdict(params.prepare), "reading": asdict(params.reading)}))
@@ -258,11 +263,13 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
 
 def final_scores(model, agent: AgentConfig, data_dir: Path, cfg: Phase1Config, prepare: PrepareConfig,
                  reading: ReadingConfig, accelerator: Accelerator, workers: OneThreadWorkers | None = None,
-                 name: str = "primary", reads: dict | None = None) -> dict:
+                 name: str = "primary", reads: dict | None = None, repeats: LabelRepeats | None = None) -> dict:
     """F1 (with supports) on every evaluation split, each table read as `reading` says
-    (aegir.eval.grouped); specialists also on their own domains. `reads`, if given, receives per
-    split (its reads, their `dense_distributions`): what the checkpoint keeps for Phase 3
+    (aegir.eval.grouped; its joint decoding with `repeats`, the training tables' label repeat
+    counts); specialists also on their own domains. `reads`, if given, receives per split (its
+    reads, their `dense_distributions`): what the checkpoint keeps for Phase 3
     (aegir.eval.reads)."""
+    decode = table_decoder(repeats, reading.joint_weights, "reading")
     metrics: dict = {"cta": {}, "cpa": {}}
     labels = {"cta": len(cta_vocab()), "cpa": len(cpa_vocab())}
     if agent.domains:
@@ -283,7 +290,7 @@ def final_scores(model, agent: AgentConfig, data_dir: Path, cfg: Phase1Config, p
                 reads[split] = (read_examples, dense_distributions(predicted, labels))
             return predicted
 
-        predictions = predict_tables(run, plan, [e.table_id for e in examples])
+        predictions = predict_tables(run, plan, [e.table_id for e in examples], decode=decode)
         result = score(examples, predictions)
         for task in ("cta", "cpa"):
             metrics[task][split] = result[task]

@@ -63,7 +63,9 @@ from aegir.data.dataset import Example, collate, eval_batches, length_grouped_ba
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.errors import AegirError, DataError, check_config
 from aegir.eval.curves import phase3_curves_png
-from aegir.eval.grouped import ALL_LABELS, merge_predictions, split_reads
+from aegir.eval.grouped import ALL_LABELS, decoded, merge_predictions, split_reads
+from aegir.eval.joint import CONFIG_KEY as JOINT_CONFIG_KEY
+from aegir.eval.joint import LabelRepeats, repeats_of, table_decoder
 from aegir.eval.metrics import headline, wall_minutes
 from aegir.eval.predict import TablePrediction, predict, predictions_from_probs, score, table_predictions
 from aegir.eval.reads import StoredReads
@@ -400,15 +402,20 @@ def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: A
                  specialists: dict[str, AegirModel], data_dir: Path, cfg: Phase3Config,
                  reading: ReadingConfig | None = None, prepare: PrepareConfig | None = None,
                  show_progress: bool = True, workers: OneThreadWorkers | None = None,
-                 checkpoints: dict[str, Path] | None = None, reused: dict[str, str] | None = None) -> tuple[dict, dict]:
+                 checkpoints: dict[str, Path] | None = None, reused: dict[str, str] | None = None,
+                 repeats: LabelRepeats | None = None) -> tuple[dict, dict]:
     """(scores, report): F1 with supports of every variant on every evaluation split, routing
     statistics and critical steps; and each specialist's slices where it beats the Phase 1
     primary. Every variant reads each table as Phase 1 scores it (`reading`: column groups, row
     views; aegir.eval.grouped; `prepare` serializes them). `workers`: predict in their threads
     (`predict_variants_shared`). `checkpoints`: the Phase 1 checkpoint directory of "phase1" and
     of each specialist, whose stored distributions (aegir.eval.reads) are taken where they match
-    instead of running that model; `reused`, if given, receives per model "stored" or why not."""
+    instead of running that model; `reused`, if given, receives per model "stored" or why not.
+    `repeats`: the Phase 1 primary's label repeat counts, for the reading's joint decoding
+    (aegir.eval.joint), which every variant gets alike."""
     reading = reading or ReadingConfig()
+    decode = table_decoder(repeats, reading.joint_weights, "reading")
+    top_k = 1 if decode is None else ALL_LABELS
     # each checkpoint directory opened once ("phase1" and the specialist "primary" share one)
     checkpoints = checkpoints or {}
     settings = {"data": data_fingerprint(data_dir, SPLITS), "prepare": asdict(prepare or PrepareConfig()),
@@ -437,13 +444,15 @@ def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: A
                 if name not in stored:
                     reused[name] = f"recomputed on {split}: other reads"
         if plan.one_read_per_table:
-            variants = predict_variants_shared(fused, control, phase1, plan.reads, cfg.eval_batch_size,
+            variants = predict_variants_shared(fused, control, phase1, plan.reads, cfg.eval_batch_size, top_k,
                                                workers=workers, stored=stored)
         else:
             reads = predict_variants_shared(fused, control, phase1, plan.reads, cfg.eval_batch_size, ALL_LABELS,
                                             workers, stored)
             ids = [e.table_id for e in examples]
-            variants = {name: merge_predictions(plan, predictions, ids) for name, predictions in reads.items()}
+            variants = {name: merge_predictions(plan, predictions, ids, top_k) for name, predictions in reads.items()}
+        if decode is not None:
+            variants = {name: decoded(predictions, decode, 1) for name, predictions in variants.items()}
         for name in VARIANTS:
             result = score(examples, variants[name])
             for task in ("cta", "cpa"):
@@ -487,6 +496,11 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
     cfg: Phase3Config = params.phase3
     accelerator = Accelerator(cpu=not torch.cuda.is_available())
     phase1, specialists, dirs = load_phase1(params, models_dir)
+    primary_config = models_dir / "primary" / "config.json"
+    try:
+        repeats = repeats_of(json.loads(primary_config.read_text(encoding="utf-8")), str(primary_config))
+    except ValueError as exc:
+        raise DataError(primary_config, str(exc)) from None
     train = load_examples(data_dir, TRAIN_SPLIT)  # never an evaluation split
     valid = load_examples(data_dir, "valid")
     if len(train) < cfg.batch_size:
@@ -519,7 +533,7 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
         reused: dict[str, str] = {}
         scores, report = evaluate_all(fused, control, phase1.eval(), specialists, data_dir, cfg,
                                       params.reading, params.prepare, accelerator.is_local_main_process, workers,
-                                      {"phase1": models_dir / "primary", **dirs}, reused)
+                                      {"phase1": models_dir / "primary", **dirs}, reused, repeats)
     finally:
         if workers:
             workers.close()
@@ -538,6 +552,8 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
                             "reading": asdict(params.reading)},
                  "vocab": {"cta": list(cta_vocab().labels), "cpa": list(cpa_vocab().labels)},
                  "data_fingerprint": base["data"]}
+        if repeats is not None:  # the primary's, for the reading's joint decoding (aegir.eval.joint)
+            extra[JOINT_CONFIG_KEY] = repeats.to_json()
         with atomic.staged_dir(out_dir) as staging:
             save_orchestrator(staging, fused, dirs, {**extra, "run": "fused"})
             save_checkpoint(staging / "control", control.primary, {**extra, "run": "control"})
