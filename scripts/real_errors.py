@@ -4,7 +4,9 @@
     python scripts/real_errors.py --checkpoint models/phase1/primary --data data/prepared --baseline --json out.json
 
 For every gold CTA and CPA label of the split (default `real`): support, per-label F1 and the
-most frequent wrong predictions, worst labels first, as a markdown table. With `--baseline` the
+most frequent wrong predictions, worst labels first, as a markdown table; the checkpoint reads
+each table as the pipeline scores it (`reading`, recorded in its config.json), or with
+`--single-read` its prepared stream once. With `--baseline` the
 TF-IDF baseline (params.yaml `baselines`) is fitted on the same directory's `train` split and
 its per-label F1 is shown beside the checkpoint's. Used to decide what the generator lacks.
 """
@@ -19,6 +21,7 @@ from aegir.config import load_params
 from aegir.errors import AegirError
 from aegir.data.dataset import load_examples
 from aegir.data.prepared import read_split, tables_from_arrow
+from aegir.eval.grouped import split_reads
 from aegir.eval.metrics import confusions
 from aegir.eval.predict import gold_and_predicted, predict
 from aegir.inference import load_for_inference
@@ -55,11 +58,20 @@ def main() -> None:
     parser.add_argument("--baseline", action="store_true", help="also fit and show the TF-IDF baseline")
     parser.add_argument("--params", default="params.yaml", help="for the baseline's params")
     parser.add_argument("--json", type=Path, help="also write the tables as JSON here")
+    parser.add_argument("--single-read", action="store_true",
+                        help="each table's prepared stream read once, each column's argmax (not the checkpoint's "
+                             "reading: column groups, row views, joint decoding, as phase1 and phase3 score)")
     args = parser.parse_args()
     try:
         annotator = load_for_inference(args.checkpoint)  # a plain model or a Phase 3 orchestrator
         examples = load_examples(args.data, args.split)
-        pairs = gold_and_predicted(examples, predict(annotator.model, examples, forward=annotator.forward))
+        if args.single_read:
+            predictions = predict(annotator.model, examples, forward=annotator.forward)
+        else:  # as the pipeline scores it: column groups, row views, joint decoding (the checkpoint's reading)
+            plan = split_reads(args.data, args.split, examples, annotator.read_columns, annotator.read_views,
+                               annotator.prepare)
+            predictions = annotator.predict_plan(plan, [e.table_id for e in examples])
+        pairs = gold_and_predicted(examples, predictions)
         result = {"model": {task: confusions(gold, pred) for task, (gold, pred) in pairs.items()}}
         if args.baseline:
             result["baseline"] = baseline_confusions(args.data, args.split, args.params)
