@@ -231,3 +231,14 @@ def test_a_reading_change_rescores_without_retraining(tiny_setup, tmp_path):
     after = json.loads((run / "metrics/scores.json").read_text())
     # every column is still scored once (the groups and views merge back to one prediction each)
     assert after["cta"]["wide"]["support"] == before["cta"]["wide"]["support"]
+    # …and its curves are those a run from scratch with the new reading logs, byte for byte: the
+    # curve's points (the last one too) are single-read evaluations, whatever `reading` says
+    fresh = [sys.executable, *phase1_cmd("reread_fresh")]
+    fresh[fresh.index("params.yaml")] = "reread.yaml"
+    proc = subprocess.run(fresh, cwd=tiny_setup, env=tool_env(ROOT), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    live_files = sorted(p.relative_to(run / "metrics/live") for p in (run / "metrics/live").rglob("*") if p.is_file())
+    assert any(str(p).endswith("valid/cta_micro_f1.tsv") for p in live_files)
+    for rel in live_files:
+        assert (tiny_setup / "reread_fresh/metrics/live" / rel).read_bytes() == (run / "metrics/live" / rel).read_bytes(), rel
+    assert (tiny_setup / "reread_fresh/metrics/scores.json").read_bytes() == (run / "metrics/scores.json").read_bytes()

@@ -217,6 +217,11 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
         if step >= total_steps:
             break
     bar.close()
+    # the curve's last point: the same single-read evaluation as its others (as phase3 logs its
+    # curves), not the scoring below, whose `reading` may change without retraining: a run
+    # resumed at its end then keeps a point that a run from scratch would log alike
+    final_valid = (evaluate(model, valid_examples, cfg.eval_batch_size, accelerator, workers)
+                   if step > progress.step else None)
 
     reads: dict = {}
     repeats = label_repeats(((e.cta_labels, e.cpa_labels) for e in train_examples),
@@ -243,10 +248,10 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
             "checkpoint": checkpoint_fingerprint(staging), "data": data_print,
             "prepare": asdict(params.prepare), "reading": asdict(params.reading)}))
         live.step = step
-        if step > progress.step:  # a run resumed at its end logged its final point already
+        if final_valid is not None:  # a run resumed at its end logged its final point already
             for task in ("cta", "cpa"):
-                live.log_metric(f"valid/{task}_micro_f1", scores[task]["valid"]["micro_f1"])
-                live.log_metric(f"valid/{task}_macro_f1", scores[task]["valid"]["macro_f1"])
+                live.log_metric(f"valid/{task}_micro_f1", final_valid[task]["micro_f1"])
+                live.log_metric(f"valid/{task}_macro_f1", final_valid[task]["macro_f1"])
         # the final state comes after the final curve point, so "state saved" implies "logged"
         live.make_summary()
         save_state(state_dir, unwrapped, optimizer, TrainingProgress(step, epochs, 0), run_print,
