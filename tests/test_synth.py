@@ -25,7 +25,6 @@ from aegir.data.synth import (
     generate_split,
     generate_splits,
     generate_table,
-    generate_wide,
     is_missing,
     label_coverage,
     lookalike_pairs,
@@ -463,11 +462,12 @@ def test_town_lists_name_their_subject_as_addresses_name_localities():
 def test_generating_in_processes_gives_the_same_tables():
     """prepare generates the splits in parallel processes (aegir.data.synth.generate_splits): each
     table is a pure function of (cfg, split, index), so the count changes nothing."""
-    cfg = SyntheticConfig(train_tables=7, test_tables=5, wide_tables=3, wide_train_tables=2, wide_min_columns=15,
-                          wide_max_columns=16)
-    splits = ["train", "test", "wide", "wide_train"]
+    cfg = SyntheticConfig(train_tables=7, test_tables=5, corner_cases_tables=3)
+    splits = ["train", "test", "corner_cases"]
     alone = generate_splits(cfg, splits, processes=1, chunk=3)
     parallel = generate_splits(cfg, splits, processes=2, chunk=3)
     assert parallel == alone
-    assert alone["train"] == generate_split(cfg, "train") and alone["wide"] == generate_wide(cfg)
-    assert [len(alone[s]) for s in splits] == [7, 5, 3, 2]
+    assert all(alone[split] == generate_split(cfg, split) for split in splits)
+    assert [len(alone[s]) for s in splits] == [7, 5, 3]
+    with pytest.raises(ConfigError, match="unknown split"):
+        generate_splits(cfg, ["wide"])

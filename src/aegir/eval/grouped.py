@@ -164,10 +164,7 @@ def merge_predictions(plan: TableReads, predictions: Sequence[TablePrediction], 
     merged = []
     for table_id, table_parts in zip(table_ids, parts):
         if len(table_parts) == 1:
-            p = table_parts[0][2]
-            merged.append(TablePrediction(table_id=p.table_id, cta_ids=p.cta_ids[:, :top_k], cta_probs=p.cta_probs[:, :top_k],
-                                          cpa_ids=p.cpa_ids[:, :top_k], cpa_probs=p.cpa_probs[:, :top_k],
-                                          activation=p.activation))
+            merged.append(top(table_parts[0][2], top_k))
             continue
         num_columns = 1 + max(c for _, columns, _ in table_parts for c in columns)
         views = 1 + max(view for view, _, _ in table_parts)

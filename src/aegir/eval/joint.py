@@ -37,6 +37,8 @@ from scipy.optimize import linear_sum_assignment
 
 from aegir.data.batch import IGNORE_INDEX
 from aegir.eval.predict import TablePrediction
+from aegir.eval.reads import dense_distributions
+from aegir.labels import label_counts
 
 TASKS = ("cta", "cpa")
 CONFIG_KEY = "label_repeats"  # where a checkpoint's config.json records the counts
@@ -130,14 +132,6 @@ def decode_labels_exhaustive(probs: np.ndarray, log_rate: np.ndarray, weight: fl
     return np.asarray(best, dtype=np.int64)
 
 
-def _dense(ids: np.ndarray, probs: np.ndarray, size: int) -> np.ndarray:
-    if ids.shape[1] != size:
-        raise ValueError(f"joint decoding needs every label's probability: {ids.shape[1]} of {size} given")
-    dense = np.zeros(ids.shape, dtype=np.float64)
-    np.put_along_axis(dense, ids.astype(np.int64), probs, axis=1)
-    return dense
-
-
 def _chosen_first(ids: np.ndarray, probs: np.ndarray, chosen: np.ndarray, rows: slice) -> tuple[np.ndarray, np.ndarray]:
     """ids, probs (C, k) reordered in `rows` so that each row's chosen label comes first, the
     others after it in their order."""
@@ -154,6 +148,7 @@ def decode_table(prediction: TablePrediction, repeats: LabelRepeats, weights: Ma
     """`prediction` (every label's probability, as `aegir.eval.grouped.ALL_LABELS` gives) with
     each column's jointly decoded label first; a task of weight 0 is left as it is."""
     out = {}
+    dense = dense_distributions([prediction], {task: len(repeats.tables[task]) for task in TASKS})
     for task in TASKS:
         ids, probs = getattr(prediction, f"{task}_ids"), getattr(prediction, f"{task}_probs")
         weight = weights[task]
@@ -161,9 +156,8 @@ def decode_table(prediction: TablePrediction, repeats: LabelRepeats, weights: Ma
         if weight == 0 or len(ids) - first < 2:
             out[task] = (ids, probs)
             continue
-        dense = _dense(ids, probs, len(repeats.tables[task]))
         chosen = np.zeros(len(ids), dtype=np.int64)
-        chosen[first:] = decode_labels(dense[first:], repeats.log_rate(task), weight)
+        chosen[first:] = decode_labels(dense[task][first:].numpy(), repeats.log_rate(task), weight)
         out[task] = _chosen_first(ids, probs, chosen, slice(first, None))
     return TablePrediction(prediction.table_id, out["cta"][0], out["cta"][1], out["cpa"][0], out["cpa"][1],
                            prediction.activation)
@@ -185,6 +179,4 @@ def repeats_of(config: Mapping, where: str) -> LabelRepeats | None:
     """The counts a checkpoint's config.json records (None when it predates them)."""
     if CONFIG_KEY not in config:
         return None
-    from aegir.labels import cpa_vocab, cta_vocab
-
-    return LabelRepeats.from_json(config[CONFIG_KEY], {"cta": len(cta_vocab()), "cpa": len(cpa_vocab())}, where)
+    return LabelRepeats.from_json(config[CONFIG_KEY], label_counts(), where)

@@ -44,3 +44,8 @@ def cta_vocab() -> Vocabulary:
 def cpa_vocab() -> Vocabulary:
     """The 108 SOTAB V2 column-property labels."""
     return _read("sotab_v2_cpa.txt", "cpa")
+
+
+def label_counts() -> dict[str, int]:
+    """{"cta": 82, "cpa": 108}: the size of each task's vocabulary."""
+    return {"cta": len(cta_vocab()), "cpa": len(cpa_vocab())}

@@ -60,7 +60,7 @@ from aegir.eval.joint import LabelRepeats, label_repeats, table_decoder
 from aegir.eval.metrics import headline, wall_minutes
 from aegir.eval.predict import TablePrediction, predict, score
 from aegir.eval.reads import READS_FILE, dense_distributions, save_eval_reads
-from aegir.labels import cpa_vocab, cta_vocab
+from aegir.labels import cpa_vocab, cta_vocab, label_counts
 from aegir.model.aegir import AegirConfig, AegirModel
 from aegir.model.checkpoint import checkpoint_fingerprint, save_checkpoint
 from aegir.progress import progress as progress_bar
@@ -224,8 +224,7 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
                    if step > progress.step else None)
 
     reads: dict = {}
-    repeats = label_repeats(((e.cta_labels, e.cpa_labels) for e in train_examples),
-                            {"cta": len(cta_vocab()), "cpa": len(cpa_vocab())})
+    repeats = label_repeats(((e.cta_labels, e.cpa_labels) for e in train_examples), label_counts())
     scores = final_scores(model, agent, data_dir, cfg, params.prepare, params.reading, accelerator, workers,
                           agent_name, reads, repeats)
     if workers:
@@ -276,7 +275,7 @@ def final_scores(model, agent: AgentConfig, data_dir: Path, cfg: Phase1Config, p
     (aegir.eval.reads)."""
     decode = table_decoder(repeats, reading.joint_weights, "reading")
     metrics: dict = {"cta": {}, "cpa": {}}
-    labels = {"cta": len(cta_vocab()), "cpa": len(cpa_vocab())}
+    labels = label_counts()
     if agent.domains:
         metrics["in_domain"] = {"cta": {}, "cpa": {}}
     splits = progress_bar(EVAL_SPLITS, desc=f"phase1 {name} scoring", unit="split",

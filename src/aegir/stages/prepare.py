@@ -27,7 +27,6 @@ moved into place only when every split succeeded; the JSON files follow it.
 from __future__ import annotations
 
 import argparse
-import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -141,47 +140,33 @@ def headline_stats(stats: dict) -> dict:
     }
 
 
-def generation_processes(total_tables: int) -> int:
-    """Processes for the synthetic generator: one per core (at most 8) when there are enough
-    tables to repay starting them (about 2 s), else 1; the tables are the same either way."""
-    return max(1, min(8, os.cpu_count() or 1)) if total_tables >= 2000 else 1
-
-
-def load_source_tables(params: Params, on_skip: Callable[[str, DataError], None],
-                       wide: Sequence[str] = ()) -> dict[str, list[Table]]:
-    """The tables of every source split from the configured source, in a fixed order; from the
-    synthetic source also the many-column `wide` splits asked for, in the same processes."""
+def load_source_tables(params: Params, on_skip: Callable[[str, DataError], None]) -> dict[str, list[Table]]:
+    """The tables of every source split from the configured source, in a fixed order (the
+    synthetic ones generated in parallel processes: `generate_splits`, the same tables)."""
     cfg: PrepareConfig = params.prepare
     if cfg.source == "synthetic":
         from aegir.data.synth import generate_splits
 
-        synthetic = params.synthetic
-        total = sum(synthetic.tables_in(s) for s in SOURCE_SPLITS) + synthetic.wide_tables + synthetic.wide_train_tables
-        return generate_splits(synthetic, [*SOURCE_SPLITS, *wide], generation_processes(total))
-    from aegir.data.synth import generate_splits
+        return generate_splits(params.synthetic, SOURCE_SPLITS)
     from aegir.data.tables import read_sotab
 
     root = Path(cfg.sotab_dir)
     if not root.is_dir():
         raise DataError(root, "SOTAB V2 directory not found (prepare.sotab_dir)")
-    tables = {split: read_sotab(root, split, on_skip=on_skip) for split in progress(SOURCE_SPLITS, desc="read", unit="split")}
-    return {**tables, **generate_splits(params.synthetic, wide)}
+    return {split: read_sotab(root, split, on_skip=on_skip) for split in progress(SOURCE_SPLITS, desc="read", unit="split")}
 
 
-def load_eval_only_tables(params: Params, generated: dict[str, list[Table]] | None = None) -> dict[str, list[Table]]:
+def load_eval_only_tables(params: Params) -> dict[str, list[Table]]:
     """The splits built whatever the source: the evaluation-only ones
     (`aegir.config.EVAL_ONLY_SPLITS`: `real` and the many-column `wide` tables of the synthetic
-    generator, `synthetic.wide_*`), then Phase 4's `wide_train` (`SWARM_TRAIN_SPLIT`). Wide
-    splits already in `generated` are taken from it."""
+    generator, `synthetic.wide_*`), then Phase 4's `wide_train` (`SWARM_TRAIN_SPLIT`)."""
     from aegir.data.real import SPLIT as REAL, build_real_tables
     from aegir.data.synth import WIDE_SPLIT, generate_wide
 
-    generated = generated or {}
-    builders = {REAL: build_real_tables,
-                WIDE_SPLIT: lambda: generated.get(WIDE_SPLIT) or generate_wide(params.synthetic)}
+    builders = {REAL: build_real_tables, WIDE_SPLIT: lambda: generate_wide(params.synthetic)}
     assert set(builders) == set(EVAL_ONLY_SPLITS)
     tables = {split: builders[split]() for split in EVAL_ONLY_SPLITS}
-    tables[SWARM_TRAIN_SPLIT] = generated.get(SWARM_TRAIN_SPLIT) or generate_wide(params.synthetic, SWARM_TRAIN_SPLIT)
+    tables[SWARM_TRAIN_SPLIT] = generate_wide(params.synthetic, SWARM_TRAIN_SPLIT)
     return tables
 
 
@@ -192,12 +177,7 @@ def with_training_views(tables: list[Table], cfg: PrepareConfig) -> list[Table]:
 
 def load_tables(params: Params, on_skip: Callable[[str, DataError], None]) -> dict[str, list[Table]]:
     """Every split's tables (`aegir.config.PREPARED_SPLITS`, in that order); `train` with its views."""
-    from aegir.data.synth import WIDE_SPLIT
-
-    wide = (WIDE_SPLIT, SWARM_TRAIN_SPLIT)
-    generated = load_source_tables(params, on_skip, wide)
-    tables = {split: generated[split] for split in SOURCE_SPLITS}
-    tables.update(load_eval_only_tables(params, generated))
+    tables = {**load_source_tables(params, on_skip), **load_eval_only_tables(params)}
     tables[TRAIN_SPLIT] = with_training_views(tables[TRAIN_SPLIT], params.prepare)
     return tables
 
