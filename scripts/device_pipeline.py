@@ -10,7 +10,8 @@ git history, e.g. a GPU node: the figures of the `gpu` preset in the README were
 The same commands as `dvc.yaml`'s stages, each with `--params <root>/params.yaml` (params.yaml
 with the `--set` overrides applied and checked by aegir.config) and its outputs under `<root>`
 (`models/`, `results/`, `state/`, as in the repository). A killed run resumes from `<root>/state`
-as the DVC stages do. Prints, at the end, the wall time of each stage and the micro-F1 of every
+as the DVC stages do. `--agents-together` trains the phase1 agents at once, sharing the
+device (the small specialists leave most of a GPU idle). Prints, at the end, the wall time of each stage and the micro-F1 of every
 model it trained on every split, and writes them to `<root>/summary.json`.
 """
 
@@ -61,12 +62,37 @@ def run(command: list[str], log: Path) -> float:
     return round(time.perf_counter() - started, 1)
 
 
-def micro_f1(metrics_file: Path, model: str | None = None) -> dict:
-    """{task: {split: micro-F1}} of a stage's metrics.json (of one of its models, for phase3/4)."""
-    metrics = json.loads(metrics_file.read_text())
+def run_together(commands: dict[str, list[str]], logs: Path) -> dict[str, float]:
+    """Run several stage commands at once (each logged to `logs/<name>.log`); seconds each took.
+    Fails, after all have ended, if any failed."""
+    started = time.perf_counter()
+    processes = {}
+    for name, command in commands.items():
+        print("$", shlex.join(command), "&", flush=True)
+        out = (logs / f"{name.replace('@', '-')}.log").open("w")
+        processes[name] = (subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT), out)
+    seconds, failed = {}, []
+    while processes:
+        for name, (process, out) in list(processes.items()):
+            if process.poll() is not None:
+                out.close()
+                seconds[name] = round(time.perf_counter() - started, 1)
+                print(f"{name}: exit {process.returncode} after {seconds[name]} s", flush=True)
+                if process.returncode:
+                    failed.append(name)
+                del processes[name]
+        time.sleep(0.5)
+    if failed:
+        raise SystemExit(f"stages failed: {', '.join(failed)}; logs in {logs}")
+    return seconds
+
+
+def micro_f1(scores_file: Path, model: str | None = None) -> dict:
+    """{task: {split: micro-F1}} of a stage's scores.json (of one of its models, for phase3/4)."""
+    scores = json.loads(scores_file.read_text())
     if model is not None:
-        metrics = metrics[model]
-    return {task: {split: v["micro"] for split, v in metrics[task].items()} for task in ("cta", "cpa")}
+        scores = scores[model]
+    return {task: {split: v["micro_f1"] for split, v in scores[task].items()} for task in ("cta", "cpa")}
 
 
 def main() -> None:
@@ -79,6 +105,9 @@ def main() -> None:
     parser.add_argument("--launch", default="accelerate launch --config_file workflow/accelerate/cpu.yaml",
                         help="how the training stages are launched")
     parser.add_argument("--through", choices=["phase3", "phase4"], default="phase3")
+    parser.add_argument("--agents-together", action="store_true",
+                        help="train the phase1 agents at once (one device shared; each agent's seconds "
+                             "then include the others' load)")
     args = parser.parse_args()
     if not (args.data / "train.parquet").exists():
         raise SystemExit(f"{args.data}: no prepared data (run `dvc repro prepare` first)")
@@ -98,11 +127,15 @@ def main() -> None:
     state = root / "state"
 
     seconds: dict[str, float] = {}
-    for agent in params.agents:
-        seconds[f"phase1@{agent}"] = run(
-            [*launch, "-m", "aegir.stages.phase1", "--agent", agent, *common,
-             "--out", str(models / "phase1" / agent), "--metrics", str(results / "phase1" / agent),
-             "--state", str(state / "phase1" / agent)], root / "logs" / f"phase1-{agent}.log")
+    phase1 = {f"phase1@{agent}": [*launch, "-m", "aegir.stages.phase1", "--agent", agent, *common,
+                                  "--out", str(models / "phase1" / agent),
+                                  "--metrics", str(results / "phase1" / agent),
+                                  "--state", str(state / "phase1" / agent)] for agent in params.agents}
+    if args.agents_together:
+        seconds.update(run_together(phase1, root / "logs"))
+    else:
+        for name, command in phase1.items():
+            seconds[name] = run(command, root / "logs" / f"{name.replace('@', '-')}.log")
     seconds["phase2"] = run(
         [sys.executable, "-m", "aegir.stages.phase2", *common, "--models", str(models / "phase1"),
          "--out", str(results / "phase2")], root / "logs" / "phase2.log")
@@ -116,12 +149,12 @@ def main() -> None:
              "--models", str(models / "phase1"), "--out", str(models / "phase4"),
              "--metrics", str(results / "phase4"), "--state", str(state / "phase4")], root / "logs" / "phase4.log")
 
-    f1 = {f"phase1@{agent}": micro_f1(results / "phase1" / agent / "metrics.json") for agent in params.agents}
+    f1 = {f"phase1@{agent}": micro_f1(results / "phase1" / agent / "scores.json") for agent in params.agents}
     for model in ("control", "fused"):
-        f1[f"phase3 {model}"] = micro_f1(results / "phase3" / "metrics.json", model)
+        f1[f"phase3 {model}"] = micro_f1(results / "phase3" / "scores.json", model)
     if args.through == "phase4":
         for policy in ("never", "learned", "always"):
-            f1[f"phase4 {policy}"] = micro_f1(results / "phase4" / "metrics.json", policy)
+            f1[f"phase4 {policy}"] = micro_f1(results / "phase4" / "scores.json", policy)
     summary = {"overrides": args.set, "launch": args.launch, "seconds": seconds, "micro_f1": f1}
     atomic.write_json(root / "summary.json", summary)
     print("\nseconds per stage:", json.dumps(seconds))

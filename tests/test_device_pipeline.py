@@ -51,3 +51,26 @@ def test_a_bad_override_fails_before_any_work_and_writes_nothing(tmp_path):
 def test_missing_prepared_data_is_a_clear_error(tmp_path):
     proc = run_script("--root", tmp_path / "run", "--data", tmp_path / "nothing")
     assert proc.returncode != 0 and "no prepared data" in proc.stderr and str(tmp_path / "nothing") in proc.stderr
+
+
+def test_micro_f1_reads_each_split_of_a_stage_scores_file(tmp_path):
+    script = load_script()
+    split = lambda f1: {"macro_f1": f1 / 2, "micro_f1": f1, "support": 10}  # noqa: E731
+    scores = {"cta": {"test": split(90.0), "real": split(70.0)}, "cpa": {"test": split(80.0), "real": split(60.0)},
+              "steps": 6}
+    (tmp_path / "scores.json").write_text(__import__("json").dumps({"fused": scores}))
+    assert script.micro_f1(tmp_path / "scores.json", "fused") == {
+        "cta": {"test": 90.0, "real": 70.0}, "cpa": {"test": 80.0, "real": 60.0}}
+
+
+def test_commands_run_together_and_a_failure_is_reported_after_all_end(tmp_path):
+    script = load_script()
+    ok = [sys.executable, "-c", "import time; time.sleep(0.3); print('fine')"]
+    seconds = script.run_together({"phase1@a": ok, "phase1@b": ok}, tmp_path)
+    assert set(seconds) == {"phase1@a", "phase1@b"} and all(s > 0 for s in seconds.values())
+    assert (tmp_path / "phase1-a.log").read_text() == "fine\n"
+    bad = [sys.executable, "-c", "import sys; sys.exit(3)"]
+    late = [sys.executable, "-c", f"import time; time.sleep(0.6); open({str(tmp_path / 'late')!r}, 'w').write('x')"]
+    with pytest.raises(SystemExit, match="stages failed: phase1@bad"):
+        script.run_together({"phase1@bad": bad, "phase1@late": late}, tmp_path)
+    assert (tmp_path / "late").exists()  # the failure waited for the other command to end

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One timed pass of the GPU checks, for a machine with a CUDA GPU, the code and data/prepared
+# (no DVC cache needed), writing its logs and results under $1 (default runs/gpu-check):
+#   1. the CUDA tests (tests/test_cuda.py);
+#   2. the whole training pipeline with the `gpu` primary through phase3 on one GPU
+#      (scripts/device_pipeline.py, workflow/accelerate/gpu1.yaml, the phase1 agents at once);
+#   3. the training-throughput benchmark of the presets (benchmarks/bench_device.py).
+# Each part gets a share of a wall-clock budget (AEGIR_GPU_CHECK_SECONDS, default 560), so a
+# slow part is stopped and what finished is still written. No resume states are saved during
+# training (checkpoint_every=0): the gpu preset's model + AdamW state is 3.5 GB a save.
+# The README's GPU figures came from it.
+# Where the machine lacks packages (DVCLive and its dependencies), put their wheels in .whl/.
+set -u
+out=$(realpath -m "${1:-runs/gpu-check}")
+mkdir -p "$out"
+budget=${AEGIR_GPU_CHECK_SECONDS:-560}
+started=$(date +%s)
+left() { echo $(( budget - ($(date +%s) - started) )); }
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/aegir-site .whl/*.whl || exit 1
+    export PYTHONPATH="$PYTHONPATH:/tmp/aegir-site"
+fi
+{
+    date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+    python3 -c "import torch, accelerate, dvclive; print('torch', torch.__version__, '| accelerate', accelerate.__version__, '| dvclive', dvclive.__version__, '|', torch.cuda.get_device_name())"
+    nproc
+} 2>&1 | tee "$out/env.txt"
+
+echo "== CUDA tests ($(left) s left)"
+timeout 100 python3 -m pytest -q -n 0 -p no:cacheprovider tests/test_cuda.py 2>&1 | tee "$out/test_cuda.log"
+
+echo "== pipeline, gpu preset, through phase3 ($(left) s left)"
+rm -rf runs/gpu
+timeout $(( $(left) - 75 )) python3 scripts/device_pipeline.py --root runs/gpu --agents-together \
+    --set agents.primary.preset=gpu --set launch.accelerate_config=workflow/accelerate/gpu1.yaml \
+    --set phase1.checkpoint_every=0 --set phase3.checkpoint_every=0 \
+    --launch "accelerate launch --config_file workflow/accelerate/gpu1.yaml" 2>&1 | tee "$out/pipeline.log"
+echo "pipeline exit ${PIPESTATUS[0]} at $(( $(date +%s) - started )) s"
+tar czf "$out/gpu-run.tar.gz" --exclude='*.safetensors' runs/gpu 2>/dev/null
+
+echo "== benchmark ($(left) s left)"
+timeout $(( $(left) - 5 )) python3 benchmarks/bench_device.py --presets small cpu gpu --precisions fp32 bf16 \
+    --batch-sizes 16 --steps 10 --json "$out/bench.json" 2>&1 | tee "$out/bench.log"
+echo "done at $(( $(date +%s) - started )) s"
