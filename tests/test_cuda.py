@@ -75,3 +75,32 @@ def test_training_step_under_cuda_autocast(dtype):
         losses.append(float(result.loss))
     assert all(torch.isfinite(torch.tensor(losses)))
     assert losses[-1] < losses[0]  # five steps on one batch fit it
+
+
+def test_phase3_and_phase4_sampling_on_cuda_draws_what_the_cpu_draws():
+    # Phase 3/4 seed a CPU generator; their draws are made on it and moved beside the model
+    from test_draws import label_samples, spawn_decision
+
+    cpu_labels, gpu_labels = label_samples(torch.device("cpu")), label_samples(CUDA)
+    assert gpu_labels[0].device.type == "cuda" and torch.equal(gpu_labels[0].cpu(), cpu_labels[0])
+    cpu, gpu = spawn_decision(torch.device("cpu")), spawn_decision(CUDA)
+    assert gpu.count.device.type == "cuda"
+    assert torch.equal(gpu.count.cpu(), cpu.count) and torch.equal(gpu.specialist.cpu(), cpu.specialist)
+
+
+def test_phase3_scoring_on_cuda_equals_the_cpu_scoring():
+    # every variant Phase 3 scores (fused, control, phase1, ensemble, specialists), batches moved to
+    # the models' device; the 2026-11-26 GPU run failed here before the batches were moved
+    from test_swarm import scoring_models
+
+    from aegir.stages.phase3 import measure_survival, predict_variants, stage_seconds
+
+    fused, control, primary, examples = scoring_models()
+    cpu = predict_variants(fused, control, primary, examples, batch_size=2)
+    fused.to(CUDA), control.to(CUDA), primary.to(CUDA)
+    gpu = predict_variants(fused, control, primary, examples, batch_size=2)
+    assert set(gpu) == set(cpu)
+    agree = [(a.cta_ids == b.cta_ids).mean() for name in cpu for a, b in zip(gpu[name], cpu[name])]
+    assert sum(agree) / len(agree) > 0.95  # float rounding may flip a near-tie
+    assert measure_survival(fused, examples[:4])["tables_with_column"]
+    assert stage_seconds(fused, examples[:4], 2)

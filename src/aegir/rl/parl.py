@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from aegir.data.batch import IGNORE_INDEX, Batch
+from aegir.draws import multinomial
 from aegir.model.aegir import AegirOutput
 from aegir.model.chunking import ratio_loss
 from aegir.model.rwkv import LayerState
@@ -159,7 +160,7 @@ def sample_labels(logits: torch.Tensor, generator: torch.Generator | None) -> tu
     """logits (N, C, n) → sampled ids (N, C), their log-probs and probabilities (N, C)."""
     N, C, n = logits.shape
     log_p = F.log_softmax(logits.detach().float(), dim=-1)
-    action = torch.multinomial(log_p.exp().view(N * C, n), 1, generator=generator).view(N, C)
+    action = multinomial(log_p.exp().view(N * C, n), generator).view(N, C)  # drawn on the generator's device
     logp = log_p.gather(-1, action[..., None])[..., 0]
     return action, logp, logp.exp()
 

@@ -285,9 +285,10 @@ def predict_variants(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase
     stored = stored or {}
     names = ["phase1", "control", "fused", "ensemble", *fused.specialist_names]
     out: dict[str, list] = {name: [None] * len(examples) for name in names}
+    device = model_device(fused)
     for indices in eval_batches(examples, batch_size):
         rows = [examples[i] for i in indices]
-        batch = collate(rows)
+        batch = collate(rows).to(device)
         routed = fused.annotate(batch)
         width = batch.column_mask.shape[1]
         first = None if "phase1" in stored else phase1(batch)
@@ -296,7 +297,7 @@ def predict_variants(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase
             """(cta, cpa) label distributions (B, C, labels) of a frozen model on this batch."""
             if output is not None:
                 return output.cta_logits.float().softmax(-1), output.cpa_logits.float().softmax(-1)
-            return tuple(padded([stored[name][i][task] for i in indices], width) for task in ("cta", "cpa"))
+            return tuple(padded([stored[name][i][task] for i in indices], width).to(device) for task in ("cta", "cpa"))
 
         # the frozen copy of the Phase 1 primary (load_phase1 loads both from one checkpoint)
         # gives the primary's outputs: reuse them instead of a second pass
@@ -314,6 +315,11 @@ def predict_variants(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase
             for i, prediction in zip(indices, predictions):
                 out[name][i] = prediction
     return out
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    """Where `model`'s parameters are: the device its batches go to."""
+    return next(model.parameters()).device
 
 
 def padded(rows: list[torch.Tensor], width: int) -> torch.Tensor:
@@ -352,7 +358,7 @@ def stage_seconds(orch: SwarmOrchestrator, examples: list[Example], batch_size: 
     totals: dict[str, float] = defaultdict(float)
     orch.eval()
     for start in range(0, len(examples), batch_size):
-        out = orch.annotate(collate(examples[start:start + batch_size]))
+        out = orch.annotate(collate(examples[start:start + batch_size]).to(model_device(orch)))
         for key, value in out.seconds.items():
             totals[key] += value
     return {key: round(value / max(1, len(examples)), 6) for key, value in sorted(totals.items())}
@@ -361,7 +367,7 @@ def stage_seconds(orch: SwarmOrchestrator, examples: list[Example], batch_size: 
 def measure_survival(orch: SwarmOrchestrator, examples: list[Example]) -> dict:
     """`state_survival` of the trained fusion with every specialist activated, per layer and
     column index, on the first `len(examples)` valid tables."""
-    batch = collate(examples)
+    batch = collate(examples).to(model_device(orch))
     with torch.no_grad():
         encoded = orch.encode(batch)
         mask = torch.ones(batch.batch_size, orch.num_specialists, dtype=torch.bool, device=batch.byte_ids.device)

@@ -28,6 +28,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from aegir.draws import multinomial, uniform_like
+
 
 def spawn_options(max_subagents: int) -> tuple[int, ...]:
     """0, then powers of two below `max_subagents`, then `max_subagents` itself."""
@@ -104,21 +106,21 @@ class SpawnPolicy(nn.Module):
         spec_logp_all = F.log_softmax(spec_logits, -1)
         if count is None:
             if sample:
-                count = torch.multinomial(count_logp_all.detach().exp(), 1, generator=generator)[:, 0]
-                specialist = torch.multinomial(spec_logp_all.detach().exp(), 1, generator=generator)[:, 0]
-                uniform = torch.rand(deep_logit.shape, generator=generator)
-                deep = uniform < torch.sigmoid(deep_logit.detach())
+                count = multinomial(count_logp_all.detach().exp(), generator)
+                specialist = multinomial(spec_logp_all.detach().exp(), generator)
+                deep = uniform_like(deep_logit.detach(), generator) < torch.sigmoid(deep_logit.detach())
             else:
                 count = count_logits.argmax(-1)
                 specialist = spec_logits.argmax(-1)
                 deep = deep_logit > 0
         deep = deep.bool() & has_deep
-        option = torch.tensor(self.options)[count]
+        option = torch.tensor(self.options, device=count.device)[count]
         logp_deep = -F.binary_cross_entropy_with_logits(deep_logit, deep.float(), reduction="none")
         # P(slot i used) = P(option > i): what r_parallel's share term compares with the choice
         probs = count_logp_all.exp()  # (B, G)
         slots = max(self.options)
-        used = (torch.tensor(self.options)[None, :, None] > torch.arange(slots)[None, None]).float()  # (1, G, slots)
+        options = torch.tensor(self.options, device=probs.device)
+        used = (options[None, :, None] > torch.arange(slots, device=probs.device)[None, None]).float()  # (1, G, slots)
         slot_prob = (probs[..., None] * used).sum(1)  # (B, slots)
         return PolicyDecision(
             count=count, specialist=specialist, deep=deep,

@@ -15,6 +15,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from aegir.draws import uniform_like
+
 
 @dataclass
 class RouterDecision:
@@ -101,9 +103,7 @@ class SpecialistRouter(nn.Module):
         logits = self.logits(h)  # (B, S)
         scores = torch.sigmoid(logits)
         # drawn where the generator lives (the same draws on any device), used where the scores are
-        draw_device = generator.device if generator is not None else scores.device
-        uniform = torch.rand(scores.shape, generator=generator, device=draw_device, dtype=scores.dtype).to(scores.device)
-        activation_mask = uniform < scores.detach()  # (B, S) bool
+        activation_mask = uniform_like(scores.detach(), generator) < scores.detach()  # (B, S) bool
         return RouterDecision(scores=scores, activation_mask=activation_mask,
                               log_prob=self._log_prob(logits, activation_mask))
 
