@@ -283,3 +283,18 @@ def test_data_param_marks_prepare_and_every_dependent_changed(project):
     assert ran_stages(proc.stdout) == {"prepare"}
     changed = set(json.loads(run_tool(project, "dvc", "status", "--json").stdout))
     assert {"baselines", "phase1@primary", "phase1@places", "phase1@media"} <= changed  # new data → rerun
+
+
+def test_dvc_repro_trains_the_models_before_the_baselines():
+    # the budgets "through phase1" and "through phase3" count from the run's start (README,
+    # Results): the baselines, which only `report` reads, run after the model stages
+    from dvc.repo import Repo
+    from dvc.repo.reproduce import plan_repro
+
+    from conftest import ROOT
+
+    with Repo(str(ROOT)) as repo:
+        order = [stage.addressing for stage in plan_repro(repo.index.graph)]
+    assert order[0] == "prepare" and order[-1] == "report"
+    assert order.index("baselines") > max(order.index(s) for s in ("phase1@primary", "phase1@places",
+                                                                    "phase1@media", "phase2", "phase3"))
