@@ -24,7 +24,7 @@ if [ -d .whl ]; then
 fi
 {
     date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-    python3 -c "import torch, accelerate, dvclive; print('torch', torch.__version__, '| accelerate', accelerate.__version__, '| dvclive', dvclive.__version__, '|', torch.cuda.get_device_name())"
+    python3 -c "from importlib.metadata import version as v; import torch; print('torch', torch.__version__, '| accelerate', v('accelerate'), '| dvclive', v('dvclive'), '|', torch.cuda.get_device_name())"
     nproc
 } 2>&1 | tee "$out/env.txt"
 
