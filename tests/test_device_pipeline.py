@@ -74,3 +74,12 @@ def test_commands_run_together_and_a_failure_is_reported_after_all_end(tmp_path)
     with pytest.raises(SystemExit, match="stages failed: phase1@bad"):
         script.run_together({"phase1@bad": bad, "phase1@late": late}, tmp_path)
     assert (tmp_path / "late").exists()  # the failure waited for the other command to end
+
+
+def test_the_gpu_check_script_parses_and_names_files_that_exist():
+    script = ROOT / "scripts" / "gpu_check.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    text = script.read_text()
+    for path in ("tests/test_cuda.py", "scripts/device_pipeline.py", "benchmarks/bench_device.py",
+                 "workflow/accelerate/gpu1.yaml"):
+        assert path in text and (ROOT / path).exists(), path
