@@ -11,11 +11,17 @@
 # The README's GPU figures came from it.
 # Where the machine lacks packages (DVCLive and its dependencies), put their wheels in .whl/.
 set -u
+budget=${AEGIR_GPU_CHECK_SECONDS:-560}
+if ! [[ $budget =~ ^[0-9]+$ ]] || (( budget < 120 )); then
+    echo "AEGIR_GPU_CHECK_SECONDS: expected whole seconds, at least 120, got '$budget'" >&2
+    exit 2
+fi
 out=$(realpath -m "${1:-runs/gpu-check}")
 mkdir -p "$out"
-budget=${AEGIR_GPU_CHECK_SECONDS:-560}
 started=$(date +%s)
 left() { echo $(( budget - ($(date +%s) - started) )); }
+# seconds for a part that must leave $1 s to the parts after it (at least 1: `timeout 0` never stops)
+limit() { local s=$(( $(left) - $1 )); echo $(( s < 1 ? 1 : s )); }
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 if [ -d .whl ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -33,7 +39,7 @@ timeout 100 python3 -m pytest -q -n 0 -p no:cacheprovider tests/test_cuda.py 2>&
 
 echo "== pipeline, gpu preset, through phase3 ($(left) s left)"
 rm -rf runs/gpu
-timeout $(( $(left) - 75 )) python3 scripts/device_pipeline.py --root runs/gpu --agents-together \
+timeout "$(limit 75)" python3 scripts/device_pipeline.py --root runs/gpu --agents-together \
     --set agents.primary.preset=gpu --set launch.accelerate_config=workflow/accelerate/gpu1.yaml \
     --set phase1.checkpoint_every=0 --set phase3.checkpoint_every=0 \
     --launch "accelerate launch --config_file workflow/accelerate/gpu1.yaml" 2>&1 | tee "$out/pipeline.log"
@@ -41,6 +47,6 @@ echo "pipeline exit ${PIPESTATUS[0]} at $(( $(date +%s) - started )) s"
 tar czf "$out/gpu-run.tar.gz" --exclude='*.safetensors' runs/gpu 2>/dev/null
 
 echo "== benchmark ($(left) s left)"
-timeout $(( $(left) - 5 )) python3 benchmarks/bench_device.py --presets small cpu gpu --precisions fp32 bf16 \
+timeout "$(limit 5)" python3 benchmarks/bench_device.py --presets small cpu gpu --precisions fp32 bf16 \
     --batch-sizes 16 --steps 10 --json "$out/bench.json" 2>&1 | tee "$out/bench.log"
 echo "done at $(( $(date +%s) - started )) s"

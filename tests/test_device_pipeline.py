@@ -83,3 +83,14 @@ def test_the_gpu_check_script_parses_and_names_files_that_exist():
     for path in ("tests/test_cuda.py", "scripts/device_pipeline.py", "benchmarks/bench_device.py",
                  "workflow/accelerate/gpu1.yaml"):
         assert path in text and (ROOT / path).exists(), path
+
+
+@pytest.mark.parametrize("budget", ["fast", "30"])
+def test_the_gpu_check_script_refuses_an_absurd_budget_before_writing(tmp_path, budget):
+    import os
+
+    out = tmp_path / "out"
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh"), str(out)], cwd=ROOT, text=True,
+                          capture_output=True, env={**os.environ, "AEGIR_GPU_CHECK_SECONDS": budget})
+    assert proc.returncode == 2 and "AEGIR_GPU_CHECK_SECONDS" in proc.stderr and budget in proc.stderr
+    assert not out.exists()
