@@ -3,9 +3,11 @@ calls make (so CPU runs are unchanged); tests/test_cuda.py checks that a GPU run
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
-from aegir.draws import multinomial, uniform_like
+from aegir.draws import draw, multinomial, uniform_like
 from aegir.rl.parl import sample_labels
 from aegir.swarm.policy import SpawnPolicy
 
@@ -19,6 +21,8 @@ def test_cpu_draws_are_torchs_own():
     u = uniform_like(like, torch.Generator().manual_seed(5))
     assert torch.equal(u, torch.rand(4, 3, generator=torch.Generator().manual_seed(5), dtype=torch.float64))
     assert multinomial(probs).shape == (6,) and uniform_like(like).dtype == torch.float64  # no generator
+    ints = draw(partial(torch.randint, 1, 9), torch.Size([3, 4]), torch.Generator().manual_seed(2), torch.device("cpu"))
+    assert torch.equal(ints, torch.randint(1, 9, (3, 4), generator=torch.Generator().manual_seed(2)))
 
 
 def spawn_decision(device: torch.device, seed: int = 0):

@@ -25,6 +25,7 @@ from functools import partial
 
 import torch
 
+from aegir.draws import draw
 from aegir.rl.rewards import (
     PerfMode,
     r_finish,
@@ -49,12 +50,6 @@ def check_range(values: torch.Tensor, lo: float, hi: float) -> dict:
     in_range = bool(((real >= lo) & (real <= hi)).all()) if real.numel() else True
     return {"ok": finite and in_range, "finite": finite, "in_range": in_range,
             "min": vmin, "max": vmax, "lo": lo, "hi": hi, "count": int(values.numel())}
-
-
-def _draw(sampler: Callable, shape: torch.Size, generator: torch.Generator,
-          device: torch.device) -> torch.Tensor:
-    """`sampler(shape)` drawn on the generator's device, then moved to `device`."""
-    return sampler(shape, generator=generator, device=generator.device).to(device)
 
 
 def _non_increasing(values: Sequence[float], tol: float = 1e-9) -> bool:
@@ -89,10 +84,10 @@ def corruption_curve(
     Returns levels, r_perf_mean per level, non_increasing, drop (first − last).
     """
     shape, device = cta_gold.shape, cta_gold.device
-    u_cta = _draw(torch.rand, shape, generator, device)
-    u_cpa = _draw(torch.rand, shape, generator, device)
-    off_cta = _draw(partial(torch.randint, 1, max(num_cta_labels, 2)), shape, generator, device)
-    off_cpa = _draw(partial(torch.randint, 1, max(num_cpa_labels, 2)), shape, generator, device)
+    u_cta = draw(torch.rand, shape, generator, device)
+    u_cpa = draw(torch.rand, shape, generator, device)
+    off_cta = draw(partial(torch.randint, 1, max(num_cta_labels, 2)), shape, generator, device)
+    off_cpa = draw(partial(torch.randint, 1, max(num_cpa_labels, 2)), shape, generator, device)
     means = []
     for level in levels:
         cta = _corrupt(cta_pred, cta_gold, u_cta, off_cta, level, num_cta_labels)
@@ -115,7 +110,7 @@ def dropped_columns_curve(
     Draws shared across levels, as in `corruption_curve`. Returns levels, r_finish_mean,
     non_increasing, drop.
     """
-    uniform = _draw(torch.rand, annotated_mask.shape, generator, annotated_mask.device)
+    uniform = draw(torch.rand, annotated_mask.shape, generator, annotated_mask.device)
     means = []
     for level in levels:
         kept = annotated_mask.bool() & ~(uniform < level)

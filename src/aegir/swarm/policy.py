@@ -114,12 +114,12 @@ class SpawnPolicy(nn.Module):
                 specialist = spec_logits.argmax(-1)
                 deep = deep_logit > 0
         deep = deep.bool() & has_deep
-        option = torch.tensor(self.options, device=count.device)[count]
+        options = torch.tensor(self.options, device=count.device)  # (G,)
+        option = options[count]
         logp_deep = -F.binary_cross_entropy_with_logits(deep_logit, deep.float(), reduction="none")
         # P(slot i used) = P(option > i): what r_parallel's share term compares with the choice
         probs = count_logp_all.exp()  # (B, G)
         slots = max(self.options)
-        options = torch.tensor(self.options, device=probs.device)
         used = (options[None, :, None] > torch.arange(slots, device=probs.device)[None, None]).float()  # (1, G, slots)
         slot_prob = (probs[..., None] * used).sum(1)  # (B, slots)
         return PolicyDecision(
