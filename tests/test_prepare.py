@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import ROOT, good_table, sotab_dir, tool_env
+from conftest import ROOT, TINY_PARAMS_OVERRIDE, deep_update, good_table, sotab_dir, tool_env
 
 
 def run_prepare(tmp_path, data_root):
@@ -63,3 +63,34 @@ def test_failure_keeps_previous_output_intact(tmp_path):
     after = {p.name: p.read_bytes() for p in (tmp_path / "out/data").iterdir()}
     assert after == before
     assert not [p for p in (tmp_path / "out").iterdir() if p.name.startswith(".")]  # no temporaries left
+
+
+def test_processes_and_chunks_change_no_byte(tmp_path):
+    """prepare generates and serializes the synthetic splits in ranges, in worker processes
+    (aegir.stages.prepare.prepare_splits): the Parquet files are the same bytes whatever the
+    process count and range size, and the same as one piece per split; the tables too."""
+    from aegir.config import PREPARED_SPLITS, parse_params
+    from aegir.data.synth import generate_split
+    from aegir.stages.prepare import prepare_splits, write_parquet
+
+    tiny = {k: v for k, v in TINY_PARAMS_OVERRIDE.items() if k in ("synthetic", "prepare")}
+    params = parse_params(deep_update(tiny, {"synthetic": {
+        "train_tables": 9, "valid_tables": 3, "test_tables": 4, "corner_cases_tables": 3,
+        "missing_values_tables": 2, "format_heterogeneity_tables": 2, "wide_tables": 3,
+        "wide_train_tables": 2}, "prepare": {"train_views": 2}}))
+    runs = {"one piece": prepare_splits(params, lambda *_: None, processes=1, chunk=1000),
+            "ranges of 2, 2 processes": prepare_splits(params, lambda *_: None, processes=2, chunk=2)}
+    files = {}
+    for name, (tables, arrow) in runs.items():
+        assert list(tables) == list(arrow) == list(PREPARED_SPLITS)
+        out = tmp_path / name.replace(" ", "_").replace(",", "")
+        out.mkdir()
+        for split in PREPARED_SPLITS:
+            write_parquet(arrow[split], out / f"{split}.parquet")
+        files[name] = {split: (out / f"{split}.parquet").read_bytes() for split in PREPARED_SPLITS}
+    assert files["one piece"] == files["ranges of 2, 2 processes"]
+    one, ranged = runs["one piece"][0], runs["ranges of 2, 2 processes"][0]
+    assert one == ranged
+    assert one["test"] == generate_split(params.synthetic, "test")
+    assert len(one["train"]) == 2 * 9 and len(one["wide_train"]) == 2  # train with one view of each table
+    assert runs["ranges of 2, 2 processes"][1]["train"].num_rows == 18

@@ -23,7 +23,6 @@ from aegir.data.synth import (
     emittable_labels,
     generate_benchmark,
     generate_split,
-    generate_splits,
     generate_table,
     is_missing,
     label_coverage,
@@ -457,17 +456,3 @@ def test_town_lists_name_their_subject_as_addresses_name_localities():
              and t.num_rows >= 5 and {"Country", "Number", "CoordinateAT"} & set(t.cta)
              and all(not any(d in cell.lower() for d in decorations) for cell in t.columns[0] if cell)]
     assert len(lists) >= 2
-
-
-def test_generating_in_processes_gives_the_same_tables():
-    """prepare generates the splits in parallel processes (aegir.data.synth.generate_splits): each
-    table is a pure function of (cfg, split, index), so the count changes nothing."""
-    cfg = SyntheticConfig(train_tables=7, test_tables=5, corner_cases_tables=3)
-    splits = ["train", "test", "corner_cases"]
-    alone = generate_splits(cfg, splits, processes=1, chunk=3)
-    parallel = generate_splits(cfg, splits, processes=2, chunk=3)
-    assert parallel == alone
-    assert all(alone[split] == generate_split(cfg, split) for split in splits)
-    assert [len(alone[s]) for s in splits] == [7, 5, 3]
-    with pytest.raises(ConfigError, match="unknown split"):
-        generate_splits(cfg, ["wide"])

@@ -27,8 +27,12 @@ moved into place only when every split succeeded; the JSON files follow it.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import multiprocessing
+import os
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +40,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from aegir import atomic
-from aegir.config import EVAL_ONLY_SPLITS, SOURCE_SPLITS, SWARM_TRAIN_SPLIT, TRAIN_SPLIT, Params, PrepareConfig, load_params
+from aegir.config import (EVAL_ONLY_SPLITS, PREPARED_SPLITS, SOURCE_SPLITS, SWARM_TRAIN_SPLIT, TRAIN_SPLIT, Params,
+                          PrepareConfig, SyntheticConfig, load_params)
 from aegir.data.augment import table_views
 from aegir.data.serialize import serialize_table
 from aegir.data.table import Table
@@ -61,10 +66,11 @@ PREPARED_SCHEMA = pa.schema(
 )
 
 
-def tables_to_arrow(tables: Sequence[Table], split: str, cfg: PrepareConfig) -> pa.Table:
-    """Serialize `tables` into one Arrow table of `PREPARED_SCHEMA`."""
+def tables_to_arrow(tables: Sequence[Table], split: str, cfg: PrepareConfig, bar: bool = True) -> pa.Table:
+    """Serialize `tables` into one Arrow table of `PREPARED_SCHEMA` (with a progress bar if `bar`)."""
     rows: dict[str, list] = {name: [] for name in PREPARED_SCHEMA.names}
-    for table in progress(tables, desc=f"serialize {split}", unit="table", leave=False, mininterval=1.0):
+    for table in progress(tables, desc=f"serialize {split}", unit="table", leave=False, mininterval=1.0,
+                          disable=not bar):
         if table.num_columns == 0 or table.num_rows == 0:
             raise DataError(table.table_id, "empty table (no columns or no rows)")
         serialized = serialize_table(table, cfg.byte_budget, cfg.max_rows, cfg.seed, cfg.compact_columns,
@@ -140,14 +146,8 @@ def headline_stats(stats: dict) -> dict:
     }
 
 
-def load_source_tables(params: Params, on_skip: Callable[[str, DataError], None]) -> dict[str, list[Table]]:
-    """The tables of every source split from the configured source, in a fixed order (the
-    synthetic ones generated in parallel processes: `generate_splits`, the same tables)."""
-    cfg: PrepareConfig = params.prepare
-    if cfg.source == "synthetic":
-        from aegir.data.synth import generate_splits
-
-        return generate_splits(params.synthetic, SOURCE_SPLITS)
+def _read_sotab_splits(cfg: PrepareConfig, on_skip: Callable[[str, DataError], None]) -> dict[str, list[Table]]:
+    """The source splits of the SOTAB V2 directory `prepare.sotab_dir`."""
     from aegir.data.tables import read_sotab
 
     root = Path(cfg.sotab_dir)
@@ -156,42 +156,107 @@ def load_source_tables(params: Params, on_skip: Callable[[str, DataError], None]
     return {split: read_sotab(root, split, on_skip=on_skip) for split in progress(SOURCE_SPLITS, desc="read", unit="split")}
 
 
-def load_eval_only_tables(params: Params) -> dict[str, list[Table]]:
-    """The splits built whatever the source: the evaluation-only ones
-    (`aegir.config.EVAL_ONLY_SPLITS`: `real` and the many-column `wide` tables of the synthetic
-    generator, `synthetic.wide_*`), then Phase 4's `wide_train` (`SWARM_TRAIN_SPLIT`)."""
-    from aegir.data.real import SPLIT as REAL, build_real_tables
-    from aegir.data.synth import WIDE_SPLIT, generate_wide
-
-    builders = {REAL: build_real_tables, WIDE_SPLIT: lambda: generate_wide(params.synthetic)}
-    assert set(builders) == set(EVAL_ONLY_SPLITS)
-    tables = {split: builders[split]() for split in EVAL_ONLY_SPLITS}
-    tables[SWARM_TRAIN_SPLIT] = generate_wide(params.synthetic, SWARM_TRAIN_SPLIT)
-    return tables
-
-
 def with_training_views(tables: list[Table], cfg: PrepareConfig) -> list[Table]:
     """Each training table followed by its `train_views − 1` views (`aegir.data.augment`)."""
     return [view for table in tables for view in table_views(table, cfg.train_views, cfg.seed)]
 
 
 def load_tables(params: Params, on_skip: Callable[[str, DataError], None]) -> dict[str, list[Table]]:
-    """Every split's tables (`aegir.config.PREPARED_SPLITS`, in that order); `train` with its views."""
-    tables = {**load_source_tables(params, on_skip), **load_eval_only_tables(params)}
-    tables[TRAIN_SPLIT] = with_training_views(tables[TRAIN_SPLIT], params.prepare)
-    return tables
+    """Every split's tables (`aegir.config.PREPARED_SPLITS`, in that order); `train` with its
+    views. The splits built whatever the source: the evaluation-only ones
+    (`aegir.config.EVAL_ONLY_SPLITS`: `real`, from `aegir.data.real`, and the many-column `wide`
+    tables of the synthetic generator, `synthetic.wide_*`) and Phase 4's `wide_train`
+    (`SWARM_TRAIN_SPLIT`)."""
+    return prepare_splits(params, on_skip)[0]
 
 
-def run(params: Params, data_dir: Path, stats_path: Path, metrics_path: Path | None = None) -> dict:
+# ------------------------------------------------------------------ tables and their bytes, in parallel
+
+Part = tuple[list[Table], pa.Table]  # some consecutive tables of a split, and their serialization
+
+
+def _synthetic_part(synthetic: SyntheticConfig, cfg: PrepareConfig, split: str, start: int, stop: int) -> Part:
+    """Tables start … stop − 1 of a synthetic split (`train`'s with their views), serialized."""
+    from aegir.data.synth.generator import check_schema_labels, generate_table
+
+    check_schema_labels()
+    tables = [generate_table(synthetic, split, i) for i in range(start, stop)]
+    if split == TRAIN_SPLIT:
+        tables = with_training_views(tables, cfg)
+    return tables, tables_to_arrow(tables, split, cfg, bar=False)
+
+
+def _real_part(cfg: PrepareConfig) -> Part:
+    """The whole `real` split, serialized."""
+    from aegir.data.real import SPLIT as REAL, build_real_tables
+
+    tables = build_real_tables()
+    return tables, tables_to_arrow(tables, REAL, cfg, bar=False)
+
+
+def prepare_splits(params: Params, on_skip: Callable[[str, DataError], None], processes: int | None = None,
+                   chunk: int = 400) -> tuple[dict[str, list[Table]], dict[str, pa.Table]]:
+    """Every split's tables (as `load_tables`) and their Arrow serialization (`tables_to_arrow`),
+    split by split in `aegir.config.PREPARED_SPLITS` order.
+
+    The synthetic splits go out in ranges of `chunk` tables, each generated and serialized in
+    one task, and the `real` split in one task, to `processes` worker processes (None: one per
+    core, at most 8, when there are 2,000 tables or more to repay starting them): a range's
+    tables are a pure function of (params, split, index), so any process count gives the same
+    tables and, pieces joined in order, the same bytes (tested). SOTAB tables are read and
+    serialized in this process."""
+    from aegir.data.real import SPLIT as REAL
+    from aegir.data.synth.generator import WIDE_SPLITS
+
+    assert {REAL, *WIDE_SPLITS} == {*EVAL_ONLY_SPLITS, SWARM_TRAIN_SPLIT}
+    cfg, synthetic = params.prepare, params.synthetic
+    synthetic_splits = (SOURCE_SPLITS if cfg.source == "synthetic" else ()) + WIDE_SPLITS
+    jobs: list[tuple[str, Callable[..., Part], tuple]] = [(REAL, _real_part, (cfg,))]  # the longest task first
+    for split in synthetic_splits:
+        count = synthetic.tables_in(split)
+        jobs += [(split, _synthetic_part, (synthetic, cfg, split, start, min(start + chunk, count)))
+                 for start in range(0, count, chunk)]
+    if processes is None:
+        total = sum(synthetic.tables_in(split) for split in synthetic_splits)
+        processes = max(1, min(8, os.cpu_count() or 1)) if total >= 2000 else 1
+
+    tables: dict[str, list[Table]] = {}
+    if cfg.source == "sotab":  # read (and serialized below) here, before the tasks' splits
+        tables.update(_read_sotab_splits(cfg, on_skip))
+        tables[TRAIN_SPLIT] = with_training_views(tables[TRAIN_SPLIT], cfg)
+    pieces: dict[str, list[Part]] = {split: [] for split in PREPARED_SPLITS}
+    with contextlib.ExitStack() as stack:
+        if processes > 1:
+            pool = stack.enter_context(ProcessPoolExecutor(max_workers=processes,
+                                                           mp_context=multiprocessing.get_context("spawn")))
+            futures = [pool.submit(fn, *args) for _, fn, args in jobs]
+            parts = (future.result() for future in futures)
+        else:
+            parts = (fn(*args) for _, fn, args in jobs)
+        for (split, _, _), part in zip(jobs, progress(parts, total=len(jobs), desc="generate + serialize",
+                                                      unit="part")):
+            pieces[split].append(part)
+
+    arrow: dict[str, pa.Table] = {}
+    for split in PREPARED_SPLITS:
+        if split in tables:
+            arrow[split] = tables_to_arrow(tables[split], split, cfg)
+        else:
+            tables[split] = [table for part_tables, _ in pieces[split] for table in part_tables]
+            arrow[split] = (pa.concat_tables([piece for _, piece in pieces[split]]).combine_chunks()
+                            if pieces[split] else tables_to_arrow([], split, cfg, bar=False))
+    return {split: tables[split] for split in PREPARED_SPLITS}, arrow
+
+
+def run(params: Params, data_dir: Path, stats_path: Path, metrics_path: Path | None = None,
+        processes: int | None = None) -> dict:
     skipped: Counter[str] = Counter()  # reader cases skipped rather than fatal, by reason
-    per_split = load_tables(params, on_skip=lambda reason, error: skipped.update([reason]))
+    per_split, arrow = prepare_splits(params, lambda reason, error: skipped.update([reason]), processes)
     for split, tables in per_split.items():
         if not tables:
             raise DataError(data_dir / f"{split}.parquet", f"split '{split}' has no tables")
-    arrow = {}
     with atomic.staged_dir(data_dir) as staging:
-        for split, tables in per_split.items():
-            arrow[split] = tables_to_arrow(tables, split, params.prepare)
+        for split in per_split:
             write_parquet(arrow[split], staging / f"{split}.parquet")
         stats = dataset_stats(per_split, arrow, skipped)
         atomic.write_json(stats_path, stats)

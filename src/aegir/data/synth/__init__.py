@@ -20,7 +20,6 @@ from .generator import (
     emittable_labels,
     generate_benchmark,
     generate_split,
-    generate_splits,
     generate_table,
     generate_wide,
     is_missing,
@@ -32,6 +31,6 @@ __all__ = [
     "CONTEXT_PAIRS", "CTA_LOOKALIKE_GROUPS", "DOMAIN_NAMES", "DOMAINS", "MISSING_TOKENS", "WIDE_SPLIT", "context_pairs",
     "coverage_report",
     "emittable_labels", "generate_benchmark", "generate_split",
-    "generate_splits", "generate_table", "generate_wide", "is_missing",
+    "generate_table", "generate_wide", "is_missing",
     "label_coverage", "lookalike_pairs",
 ]

@@ -30,12 +30,7 @@ nothing carries over from the previous table. The splits differ only in how tabl
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
-import os
 import random
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -341,39 +336,6 @@ def generate_split(cfg: SyntheticConfig, split: str) -> list[Table]:
     _check_split(split)
     check_schema_labels()
     return [generate_table(cfg, split, i) for i in range(cfg.tables_in(split))]
-
-
-def _generate_range(cfg: SyntheticConfig, split: str, start: int, stop: int) -> list[Table]:
-    return [generate_table(cfg, split, i) for i in range(start, stop)]
-
-
-def generate_splits(cfg: SyntheticConfig, splits: Sequence[str], processes: int | None = None,
-                    chunk: int = 400) -> dict[str, list[Table]]:
-    """`generate_split` of each of `splits`, in `processes` processes (None: one per core, at
-    most 8, when there are enough tables, 2,000, to repay starting them, about 2 s): the same
-    tables whatever the count, each being a pure function of (cfg, split, index). Work goes out
-    in ranges of `chunk` tables, with a progress bar over them."""
-    from aegir.progress import progress
-
-    for split in splits:
-        _check_split(split)
-    check_schema_labels()
-    ranges = [(split, start, min(start + chunk, cfg.tables_in(split))) for split in splits
-              for start in range(0, cfg.tables_in(split), chunk)]
-    if processes is None:
-        total = sum(cfg.tables_in(split) for split in splits)
-        processes = max(1, min(8, os.cpu_count() or 1)) if total >= 2000 else 1
-    out: dict[str, list[Table]] = {split: [] for split in splits}
-    with contextlib.ExitStack() as stack:
-        if processes > 1 and len(ranges) > 1:
-            pool = stack.enter_context(ProcessPoolExecutor(max_workers=processes,
-                                                           mp_context=multiprocessing.get_context("spawn")))
-            parts = pool.map(_generate_range, *zip(*[(cfg, *r) for r in ranges]))
-        else:
-            parts = (_generate_range(cfg, *r) for r in ranges)
-        for (split, _, _), tables in zip(ranges, progress(parts, total=len(ranges), desc="generate", unit="range")):
-            out[split].extend(tables)
-    return out
 
 
 def generate_wide(cfg: SyntheticConfig, split: str = WIDE_SPLIT) -> list[Table]:
