@@ -75,7 +75,9 @@ def evaluate(checkpoint: Path, data: Path, splits: tuple[str, ...], out: Path | 
     """Score a checkpoint: CTA and CPA micro/macro F1 per split."""
     from aegir import atomic
     from aegir.inference import evaluate_checkpoint, format_scores
+    from aegir.train.memory import retain_freed_memory
 
+    retain_freed_memory()  # batch after batch reuses its buffers (aegir.train.memory)
     try:
         scores = evaluate_checkpoint(checkpoint, data, splits)
     except AegirError as exc:

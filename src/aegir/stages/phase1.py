@@ -64,6 +64,7 @@ from aegir.labels import cpa_vocab, cta_vocab, label_counts
 from aegir.model.aegir import AegirConfig, AegirModel
 from aegir.model.checkpoint import checkpoint_fingerprint, save_checkpoint
 from aegir.progress import progress as progress_bar
+from aegir.train.memory import retain_freed_memory
 from aegir.train.resume import TrainingProgress, fingerprint, load_state, resumed_live, save_state
 from aegir.train.schedule import learning_rate
 from aegir.train.step import OneThreadWorkers, ShardedStep, process_shard, whole_batch_step, worker_threads
@@ -316,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
                                           "(default results/phase1/<agent>)")
     parser.add_argument("--state", help="resume-state directory (default state/phase1/<agent>)")
     args = parser.parse_args(argv)
+    retain_freed_memory()  # a step's buffers are reused, not mapped afresh (aegir.train.memory)
     try:
         params = load_params(args.params)
         scores = train(

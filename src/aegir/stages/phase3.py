@@ -86,6 +86,7 @@ from aegir.swarm.orchestrator import (
     build_orchestrator,
 )
 from aegir.swarm.specialist import load_agents
+from aegir.train.memory import retain_freed_memory
 from aegir.train.resume import TrainingProgress, fingerprint, load_state, resumed_live, save_state
 from aegir.train.schedule import learning_rate
 from aegir.train.step import OneThreadWorkers, process_shard, worker_threads
@@ -607,6 +608,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metrics", default="results/phase3", help="metrics.json, report.json, live/")
     parser.add_argument("--state", default="state/phase3", help="resume state of each run")
     args = parser.parse_args(argv)
+    retain_freed_memory()  # a step's buffers are reused, not mapped afresh (aegir.train.memory)
     try:
         params = load_params(args.params)
         require_validated_rewards(Path(args.rewards_report))

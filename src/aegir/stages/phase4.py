@@ -82,6 +82,7 @@ from aegir.swarm.spawn import (
 )
 from aegir.swarm.swarm import Swarm, save_swarm, table_views
 from aegir.swarm.specialist import load_agents
+from aegir.train.memory import retain_freed_memory
 from aegir.train.resume import TrainingProgress, fingerprint, load_state, resumed_live, save_state
 
 SCALING_SPLITS = ("test", "corner_cases", "wide")  # where the scaling curve is measured
@@ -454,6 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metrics", default="results/phase4", help="metrics.json, scores.json, scaling.json, live/")
     parser.add_argument("--state", default="state/phase4", help="resume state")
     args = parser.parse_args(argv)
+    retain_freed_memory()  # a step's buffers are reused, not mapped afresh (aegir.train.memory)
     try:
         params = load_params(args.params)
         scores = run(params, Path(args.data), Path(args.phase3), Path(args.models), Path(args.out),
