@@ -110,3 +110,19 @@ def test_baselines_benchmark_names_missing_data(tmp_path, capsys):
         load("bench_baselines").main(["--data", str(tmp_path / "nowhere")])
     assert exit_info.value.code == 2
     assert "nowhere/train.parquet" in capsys.readouterr().err
+
+
+def test_memory_benchmark_measures_both_modes_in_fresh_processes(tmp_path, capsys):
+    """bench_memory at tiny sizes: one process per mode (the malloc setting is per process), each
+    reporting page faults, CPU and wall time per step, then the medians per mode."""
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc only")
+    bench = load("bench_memory")
+    bench.main(["--preset", "tiny", "--steps", "1", "--rounds", "1", "--batch-size", "2",
+                "--data", str(tmp_path / "no-data")])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0].strip() for line in lines] == ["default", "retained", "median of default",
+                                                              "median of retained"]
+    assert all("faults" in line and "wall" in line for line in lines)
