@@ -68,13 +68,13 @@ def test_wide_split_is_never_trained_on():
     """`wide` is evaluation-only: not a source split, in EVAL_SPLITS, and prepare's train split
     holds none of its tables."""
     from aegir.config import EVAL_ONLY_SPLITS, EVAL_SPLITS, PREPARED_SPLITS, SOURCE_SPLITS, SPLITS, TRAIN_SPLIT, parse_params
-    from aegir.stages.prepare import load_tables
+    from aegir.stages.prepare import prepare_splits
 
     assert WIDE_SPLIT in EVAL_ONLY_SPLITS and WIDE_SPLIT in EVAL_SPLITS and WIDE_SPLIT not in SOURCE_SPLITS
     params = parse_params({"synthetic": {"train_tables": 4, "valid_tables": 1, "test_tables": 1, "corner_cases_tables": 1,
                                          "missing_values_tables": 1, "format_heterogeneity_tables": 1,
                                          "wide_tables": 3, "wide_min_columns": 12, "wide_max_columns": 14}})
-    tables = load_tables(params, on_skip=lambda *_: None)
+    tables, _ = prepare_splits(params, on_skip=lambda *_: None)
     assert len(tables[WIDE_SPLIT]) == 3
     assert not any(t.table_id.startswith("synth_wide") for t in tables[TRAIN_SPLIT])
     # Phase 4's many-column training tables: prepared, never scored, not a split of Phases 1–3

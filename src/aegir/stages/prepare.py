@@ -161,15 +161,6 @@ def with_training_views(tables: list[Table], cfg: PrepareConfig) -> list[Table]:
     return [view for table in tables for view in table_views(table, cfg.train_views, cfg.seed)]
 
 
-def load_tables(params: Params, on_skip: Callable[[str, DataError], None]) -> dict[str, list[Table]]:
-    """Every split's tables (`aegir.config.PREPARED_SPLITS`, in that order); `train` with its
-    views. The splits built whatever the source: the evaluation-only ones
-    (`aegir.config.EVAL_ONLY_SPLITS`: `real`, from `aegir.data.real`, and the many-column `wide`
-    tables of the synthetic generator, `synthetic.wide_*`) and Phase 4's `wide_train`
-    (`SWARM_TRAIN_SPLIT`)."""
-    return prepare_splits(params, on_skip)[0]
-
-
 # ------------------------------------------------------------------ tables and their bytes, in parallel
 
 Part = tuple[list[Table], pa.Table]  # some consecutive tables of a split, and their serialization
@@ -196,8 +187,12 @@ def _real_part(cfg: PrepareConfig) -> Part:
 
 def prepare_splits(params: Params, on_skip: Callable[[str, DataError], None], processes: int | None = None,
                    chunk: int = 400) -> tuple[dict[str, list[Table]], dict[str, pa.Table]]:
-    """Every split's tables (as `load_tables`) and their Arrow serialization (`tables_to_arrow`),
-    split by split in `aegir.config.PREPARED_SPLITS` order.
+    """Every split's tables (`train` with its views) and their Arrow serialization
+    (`tables_to_arrow`), split by split in `aegir.config.PREPARED_SPLITS` order: the source's
+    splits, then those built whatever the source, the evaluation-only ones
+    (`aegir.config.EVAL_ONLY_SPLITS`: `real`, from `aegir.data.real`, and the many-column `wide`
+    tables of the synthetic generator, `synthetic.wide_*`) and Phase 4's `wide_train`
+    (`SWARM_TRAIN_SPLIT`).
 
     The synthetic splits go out in ranges of `chunk` tables, each generated and serialized in
     one task, and the `real` split in one task, to `processes` worker processes (None: one per
@@ -248,10 +243,9 @@ def prepare_splits(params: Params, on_skip: Callable[[str, DataError], None], pr
     return {split: tables[split] for split in PREPARED_SPLITS}, arrow
 
 
-def run(params: Params, data_dir: Path, stats_path: Path, metrics_path: Path | None = None,
-        processes: int | None = None) -> dict:
+def run(params: Params, data_dir: Path, stats_path: Path, metrics_path: Path | None = None) -> dict:
     skipped: Counter[str] = Counter()  # reader cases skipped rather than fatal, by reason
-    per_split, arrow = prepare_splits(params, lambda reason, error: skipped.update([reason]), processes)
+    per_split, arrow = prepare_splits(params, lambda reason, error: skipped.update([reason]))
     for split, tables in per_split.items():
         if not tables:
             raise DataError(data_dir / f"{split}.parquet", f"split '{split}' has no tables")
