@@ -162,13 +162,46 @@ def test_main_initial_state_is_a_working_seam():
     assert (warm.cta_logits - cold.cta_logits).abs().max() > 1e-4
 
 
-def test_naive_and_chunked_model_agree():
-    model = tiny_model()
+def perturbed_model(seed: int = 0, std: float = 0.1) -> AegirModel:
+    """The tiny model with seeded noise added to every parameter: at initialisation each block's
+    time-mix output projection is zero (the block starts as the identity), so no wkv result
+    would reach the logits and any wkv would pass a comparison of logits."""
+    model = tiny_model(seed)
+    g = torch.Generator().manual_seed(seed + 1000)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * std)
+    return model
+
+
+def test_naive_and_chunked_model_agree(monkeypatch):
+    """The whole model on the literal wkv loop, the chunked form and the CPU kernel (the preset's
+    `wkv_kernel`, where it builds): the same logits, on weights where the recurrence reaches them,
+    which the test shows: a perturbed main-network wkv state, or wkv outputs set to zero, move
+    the logits a hundred times the tolerance or more."""
+    import aegir.model.rwkv as rwkv
+
+    model = perturbed_model()
     batch = make_batch(TABLES)
-    fast = model(batch)
-    model.set_naive_wkv(True)
-    slow = model(batch)
-    torch.testing.assert_close(fast.cta_logits, slow.cta_logits, atol=1e-5, rtol=1e-4)
+    with torch.no_grad():
+        kernel = model(batch)
+        model.set_wkv_kernel(False)
+        chunked = model(batch)
+        model.set_naive_wkv(True)
+        naive = model(batch)
+        for fast in (kernel, chunked):
+            torch.testing.assert_close(fast.cta_logits, naive.cta_logits, atol=1e-5, rtol=1e-4)
+            torch.testing.assert_close(fast.cpa_logits, naive.cpa_logits, atol=1e-5, rtol=1e-4)
+        g = torch.Generator().manual_seed(7)
+        state = [LayerState(torch.randn(s.wkv.shape, generator=g), s.shift_time, s.shift_channel)
+                 for s in model.main.zero_state(batch.batch_size)]
+        perturbed = model(batch, main_initial_state=state)
+        naive_wkv = rwkv.wkv_naive
+        monkeypatch.setattr(rwkv, "wkv_naive", lambda *args: (torch.zeros_like(naive_wkv(*args)[0]), naive_wkv(*args)[1]))
+        silenced = model(batch)
+    for moved in (perturbed, silenced):
+        assert (moved.cta_logits - naive.cta_logits).abs().max() > 1e-2
+        assert (moved.cpa_logits - naive.cpa_logits).abs().max() > 1e-2
 
 
 def _synthetic_task():
