@@ -36,6 +36,52 @@ def test_vectorised_loss_equals_the_per_token_loop_in_value_and_gradient(kl_coef
     assert 0.0 < stats.clip_fraction < 1.0 and stats.tokens == 200
 
 
+def test_loss_kl_and_gradient_equal_values_worked_out_by_hand():
+    """Four tokens, ε = 0.2, ratios ρ = π_new/π_old of 1.5, 0.5, 1.1 and 1, advantages +2, −1, +1
+    and −3, weights 1, 1, 2, 1. The per-token loop computes the same formula as the vectorised
+    loss; these numbers are worked out here, by hand.
+
+    L_t = min(ρA, clip(ρ, 0.8, 1.2)·A):
+        t1: min(1.5·2, 1.2·2)    = 2.4    (clipped: ρ > 1 + ε with A > 0)
+        t2: min(0.5·−1, 0.8·−1)  = −0.8   (clipped: ρ < 1 − ε with A < 0)
+        t3: min(1.1·1, 1.1·1)    = 1.1    (inside the clip), weight 2 → 2.2
+        t4: min(1·−3, 1·−3)      = −3.0
+    Σ w·L = 2.4 − 0.8 + 2.2 − 3.0 = 0.8; over N = 4 tokens, β = 0: loss = −0.8/4 = −0.2.
+
+    KL_t = (ρ − 1) − ln ρ:
+        t1: 0.5 − 0.4054651 = 0.0945349
+        t2: −0.5 + 0.6931472 = 0.1931472
+        t3: 0.1 − 0.0953102 = 0.0046898
+        t4: 0
+    Σ w·KL = 0.0945349 + 0.1931472 + 2·0.0046898 = 0.2970617; β = 0.5:
+        loss = −(0.8 − 0.5·0.2970617)/4 = −0.6514691/4 = −0.1628673
+    approx_kl (unweighted mean) = 0.2923719/4 = 0.0730930; clip fraction: t1, t2 of 4 = 0.5;
+    mean log ρ = (0.4054651 − 0.6931472 + 0.0953102 + 0)/4 = −0.0480930.
+
+    ∂loss/∂ln π_new(t) = −(w/N)·ρA where the unclipped term is the minimum, 0 where the clipped
+    one is, plus (w/N)·β·(ρ − 1) from the KL:
+        β = 0:   (0, 0, −2·1.1/4, 3/4)                     = (0, 0, −0.55, 0.75)
+        β = 0.5: (0.5·0.5/4, −0.5·0.5/4, −0.55 + 2·0.5·0.1/4, 0.75) = (0.0625, −0.0625, −0.525, 0.75)
+    """
+    ratio = torch.tensor([1.5, 0.5, 1.1, 1.0], dtype=torch.float64)
+    logp_old = torch.tensor([-0.7, -1.2, -2.0, -0.3], dtype=torch.float64)
+    advantage = torch.tensor([2.0, -1.0, 1.0, -3.0], dtype=torch.float64)
+    weight = torch.tensor([1.0, 1.0, 2.0, 1.0], dtype=torch.float64)
+    expected = {0.0: (-0.2, [0.0, 0.0, -0.55, 0.75]), 0.5: (-0.1628673, [0.0625, -0.0625, -0.525, 0.75])}
+    for kl_coef, (want_loss, want_grad) in expected.items():
+        for loss_fn in (clipped_token_loss, clipped_token_loss_reference):
+            logp_new = (logp_old + ratio.log()).requires_grad_(True)
+            out = loss_fn(logp_new, logp_old, advantage, weight, epsilon=0.2, kl_coef=kl_coef)
+            loss, stats = out if loss_fn is clipped_token_loss else (out, None)
+            (grad,) = torch.autograd.grad(loss, logp_new)
+            assert float(loss.detach()) == pytest.approx(want_loss, abs=1e-7), (loss_fn.__name__, kl_coef)
+            assert grad.tolist() == pytest.approx(want_grad, abs=1e-7), (loss_fn.__name__, kl_coef)
+            if stats is not None:
+                assert stats.approx_kl == pytest.approx(0.0730930, abs=1e-7)
+                assert stats.clip_fraction == 0.5 and stats.tokens == 4
+                assert stats.log_ratio == pytest.approx(-0.0480930, abs=1e-7)
+
+
 def test_clipping_stops_the_gradient_only_where_it_should():
     logp_old = torch.zeros(4)
     # ratios 1.5 (above 1 + ε) and 0.6 (below 1 − ε), each with a positive and a negative advantage
