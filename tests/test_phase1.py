@@ -137,6 +137,25 @@ def test_killed_run_resumes_to_the_same_result(tiny_setup):
         assert digest(tiny_setup / "killed" / rel) == digest(tiny_setup / "a" / rel), rel
 
 
+def test_a_torn_state_restarts_with_a_warning_and_ends_as_an_uninterrupted_run(tiny_setup):
+    """A resume state damaged from outside (its tensors file cut short, as a full disk or an
+    interrupted copy leaves one; the stage's own writes are atomic) under the run's own
+    fingerprint: the stage warns, naming the file, trains from step 0 instead of resuming, and
+    ends byte-identical to an uninterrupted run."""
+    if not (tiny_setup / "a/model/model.safetensors").exists():
+        run_phase1(tiny_setup, "a")
+    shutil.copytree(tiny_setup / "a/state", tiny_setup / "torn/state")  # a's last state: step 8 of 8
+    tensors = tiny_setup / "torn/state/state.safetensors"
+    tensors.write_bytes(tensors.read_bytes()[:-100])
+    proc = run_phase1(tiny_setup, "torn")
+    log = proc.stdout + proc.stderr
+    assert "resuming" not in log
+    assert f"ignoring the training state in torn/state: {tensors.relative_to(tiny_setup)} is unreadable" in log, log
+    for rel in ("model/model.safetensors", "metrics/metrics.json", "metrics/scores.json"):
+        assert digest(tiny_setup / "torn" / rel) == digest(tiny_setup / "a" / rel), rel
+    assert json.loads((tiny_setup / "torn/state/state.json").read_text())["step"] == 8  # replaced by a whole one
+
+
 # Tolerances of 2 processes against 1, from measured runs on the tiny setup (8 steps): the
 # logged losses differed by at most 0.42 % (relative), the final weights were apart by 0.62 of
 # the distance travelled. F1 after 8 steps is near chance (0–12 points) and one split's few

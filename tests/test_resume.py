@@ -1,12 +1,16 @@
-"""The saved training state: round trip, the curves snapshot, and states that must be ignored."""
+"""The saved training state: round trip, the curves snapshot, and states that must be ignored
+(another run's silently, a torn one with a warning naming the file)."""
 
 from __future__ import annotations
 
 import json
+import re
+import warnings
 
+import pytest
 import torch
 
-from aegir.train.resume import STATE_JSON, TrainingProgress, load_state, restore_snapshot, save_state
+from aegir.train.resume import STATE_JSON, STATE_TENSORS, TrainingProgress, load_state, restore_snapshot, save_state
 
 
 def model_and_optimizer(seed: int):
@@ -42,3 +46,82 @@ def test_a_state_of_another_run_or_version_is_ignored(tmp_path):
     (tmp_path / "state" / STATE_JSON).write_text(json.dumps(meta))
     assert load_state(tmp_path / "state", model, optimizer, "run-a") is None
     assert not restore_snapshot(tmp_path / "state", tmp_path / "live")  # no snapshot saved
+
+
+def without_key(key: str):
+    def edit(data: bytes) -> bytes:
+        meta = json.loads(data)
+        meta.pop(key)
+        return json.dumps(meta).encode()
+    return edit
+
+
+# file damaged → how (None: deleted) → what the warning says of it
+TORN = {
+    "json truncated": (STATE_JSON, lambda data: data[: len(data) // 2], "is unreadable"),
+    "json empty": (STATE_JSON, lambda data: b"", "is unreadable"),
+    "json not an object": (STATE_JSON, lambda data: b"[2, 0, 2]", "is not a JSON object"),
+    "json without its step": (STATE_JSON, without_key("step"), "lacks a count of step"),
+    "json without its optimizer groups": (STATE_JSON, without_key("param_groups"), "optimizer parameter groups"),
+    "json missing": (STATE_JSON, None, "is missing"),
+    "tensors truncated": (STATE_TENSORS, lambda data: data[: len(data) - 7], "is unreadable"),
+    "tensors cut to the header": (STATE_TENSORS, lambda data: data[:20], "is unreadable"),
+    "tensors missing": (STATE_TENSORS, None, "is missing"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TORN))
+def test_a_torn_state_is_ignored_with_a_warning_naming_the_file(tmp_path, case):
+    """A state the atomic writes never leave, damaged from outside: load_state warns, naming the
+    file and the problem, returns None (the run starts from step 0) and leaves the model and
+    optimizer as they were; the run's next save replaces the torn state and resumes."""
+    name, damage, problem = TORN[case]
+    saved, saved_optimizer = model_and_optimizer(0)
+    save_state(tmp_path / "state", saved, saved_optimizer, TrainingProgress(2, 0, 2), "run-a")
+    path = tmp_path / "state" / name
+    if damage is None:
+        path.unlink()
+    else:
+        path.write_bytes(damage(path.read_bytes()))
+
+    model, optimizer = model_and_optimizer(1)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    optimizer_before = json.dumps(optimizer.state_dict()["param_groups"]), {
+        k: v.clone() for k, v in optimizer.state_dict()["state"][0].items()}
+    with pytest.warns(RuntimeWarning, match=re.escape(str(path)) + ".*" + problem + ".*starts from step 0"):
+        assert load_state(tmp_path / "state", model, optimizer, "run-a") is None
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    assert json.dumps(optimizer.state_dict()["param_groups"]) == optimizer_before[0]
+    assert all(torch.equal(v, optimizer_before[1][k]) for k, v in optimizer.state_dict()["state"][0].items())
+
+    save_state(tmp_path / "state", model, optimizer, TrainingProgress(1, 0, 1), "run-a")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_state(tmp_path / "state", *model_and_optimizer(2), "run-a") == TrainingProgress(1, 0, 1)
+
+
+def test_tensors_that_do_not_fit_the_model_are_a_torn_state(tmp_path):
+    """Weights of other names or shapes under the run's own fingerprint: a warning naming the
+    tensors file, and the model untouched (loading them would fail halfway through)."""
+    torch.manual_seed(0)
+    wider = torch.nn.Linear(4, 2)
+    wider_optimizer = torch.optim.AdamW(wider.parameters(), lr=0.1)
+    wider(torch.randn(4, 4)).sum().backward()
+    wider_optimizer.step()
+    save_state(tmp_path / "state", wider, wider_optimizer, TrainingProgress(2, 0, 2), "run-a")
+    model, optimizer = model_and_optimizer(1)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    path = re.escape(str(tmp_path / "state" / STATE_TENSORS))
+    with pytest.warns(RuntimeWarning, match=path + ": its model weights are not the model's"):
+        assert load_state(tmp_path / "state", model, optimizer, "run-a") is None
+    assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+def test_no_state_and_another_runs_state_are_ignored_silently(tmp_path):
+    model, optimizer = model_and_optimizer(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_state(tmp_path / "nothing", model, optimizer, "run-a") is None
+        save_state(tmp_path / "state", model, optimizer, TrainingProgress(2, 0, 2), "run-a")
+        (tmp_path / "state" / STATE_TENSORS).write_bytes(b"")  # not even read: the state is another run's
+        assert load_state(tmp_path / "state", model, optimizer, "run-b") is None

@@ -8,7 +8,9 @@ which a resumed run restores in place of whatever is there. Nothing is pickled.
 Where it lives: outside the stage's other outputs (dvc.yaml declares it `persist: true`), so
 that a rerun finds it. DVC keeps persistent outputs when it reruns a stage; Snakemake deletes a
 job's outputs before it runs it, so the Snakefile never makes the resume state a rule output. A state whose fingerprint differs from the current run's (changed params or data) is
-ignored, so a resumed run is always the run that would have happened without the kill. Batch
+ignored, so a resumed run is always the run that would have happened without the kill; so is a
+torn one (a file missing, truncated or corrupt: only damage from outside makes one, the writes
+are atomic), with a warning that names the file. Batch
 order is a pure function of (seed, epoch) and the models have no dropout, so there is no RNG
 state to carry.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,22 +102,88 @@ def resumed_live(state_dir: str | Path, live_dir: str | Path, resumed_at: int):
     return live
 
 
-def load_state(directory: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-               run_fingerprint: str) -> TrainingProgress | None:
-    """Restore model + optimizer from `directory`; None when there is no usable state."""
-    directory = Path(directory)
+class TornState(Exception):
+    """A saved state that cannot be read or does not fit the model and optimizer; the message
+    names the file and the problem."""
+
+
+def _read_meta(path: Path) -> dict:
     try:
-        meta = json.loads((directory / STATE_JSON).read_text())
-        if meta.get("fingerprint") != run_fingerprint or meta.get("version") != STATE_VERSION:
-            return None
-        tensors = load_file(str(directory / STATE_TENSORS))
-    except (FileNotFoundError, json.JSONDecodeError, SafetensorError, OSError):
-        return None
-    model.load_state_dict({k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")})
+        meta = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise TornState(f"{path} is missing") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise TornState(f"{path} is unreadable ({error})") from None
+    if not isinstance(meta, dict):
+        raise TornState(f"{path} is not a JSON object")
+    return meta
+
+
+def _read_progress(path: Path, meta: dict, optimizer: torch.optim.Optimizer) -> TrainingProgress:
+    """The progress in `meta` (read from `path`), checked against the optimizer's groups."""
+    fields = ("step", "epoch", "batch_in_epoch")
+    if not all(isinstance(meta.get(key), int) and meta[key] >= 0 for key in fields):
+        raise TornState(f"{path} lacks a count of {', '.join(fields)}")
+    groups = meta.get("param_groups")
+    if not (isinstance(groups, list) and all(isinstance(g, dict) and isinstance(g.get("params"), list) for g in groups)
+            and [len(g["params"]) for g in groups] == [len(g["params"]) for g in optimizer.param_groups]):
+        raise TornState(f"{path}: its optimizer parameter groups are not the optimizer's")
+    return TrainingProgress(step=meta["step"], epoch=meta["epoch"], batch_in_epoch=meta["batch_in_epoch"])
+
+
+def _read_tensors(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer
+                  ) -> tuple[dict[str, torch.Tensor], dict[int, dict[str, torch.Tensor]]]:
+    """The model's weights and the optimizer's state in `path`, checked against both: the same
+    weight names and shapes, optimizer state of existing parameters, each a scalar or the
+    parameter's shape."""
+    try:
+        tensors = load_file(str(path))
+    except FileNotFoundError:
+        raise TornState(f"{path} is missing") from None
+    except (SafetensorError, OSError) as error:
+        raise TornState(f"{path} is unreadable ({error})") from None
+    weights = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+    expected = model.state_dict()
+    if set(weights) != set(expected) or any(weights[k].shape != v.shape for k, v in expected.items()):
+        raise TornState(f"{path}: its model weights are not the model's (names or shapes differ)")
+    params = [p for group in optimizer.param_groups for p in group["params"]]
     state: dict[int, dict[str, torch.Tensor]] = {}
     for key, value in tensors.items():
-        if key.startswith("optim."):
-            _, index, name = key.split(".", 2)
-            state.setdefault(int(index), {})[name] = value
+        if not key.startswith("optim."):
+            continue
+        index, _, name = key[len("optim."):].partition(".")
+        if not (index.isdigit() and int(index) < len(params) and name
+                and (value.dim() == 0 or value.shape == params[int(index)].shape)):
+            raise TornState(f"{path}: its optimizer state {key} is not of the optimizer's parameters")
+        state.setdefault(int(index), {})[name] = value
+    return weights, state
+
+
+def load_state(directory: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+               run_fingerprint: str) -> TrainingProgress | None:
+    """Restore model + optimizer from `directory`; None when there is no usable state.
+
+    None, silently, when there is no state or it is another run's (fingerprint) or layout
+    version's. None with a RuntimeWarning naming the file when it is torn: a file missing,
+    truncated or corrupt, or weights and optimizer state that do not fit the model and
+    optimizer; the run then starts from step 0, and its next save replaces the torn state. The
+    model and optimizer are changed only once the whole state has been read and checked.
+    (Damage that leaves a well-formed file, such as a changed byte inside a tensor, is not seen:
+    the state carries no checksum.)"""
+    directory = Path(directory)
+    meta_path, tensors_path = directory / STATE_JSON, directory / STATE_TENSORS
+    if not meta_path.exists() and not tensors_path.exists():
+        return None
+    try:
+        meta = _read_meta(meta_path)
+        if meta.get("fingerprint") != run_fingerprint or meta.get("version") != STATE_VERSION:
+            return None
+        progress = _read_progress(meta_path, meta, optimizer)
+        weights, state = _read_tensors(tensors_path, model, optimizer)
+    except TornState as error:
+        warnings.warn(f"aegir: ignoring the training state in {directory}: {error}; training starts from step 0",
+                      RuntimeWarning, stacklevel=2)
+        return None
+    model.load_state_dict(weights)
     optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
-    return TrainingProgress(step=meta["step"], epoch=meta["epoch"], batch_in_epoch=meta["batch_in_epoch"])
+    return progress
