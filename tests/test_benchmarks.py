@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -70,7 +71,20 @@ def test_phase1_benchmark_times_every_path_and_the_kernel(tmp_path, capsys):
         # the kernel's path counts fewer matmul FLOPs: its recurrences are not made of matmuls
         assert figures["paths"]["after"]["gflop_per_step"] < figures["paths"]["after, chunked wkv"]["gflop_per_step"]
     assert set(figures["paths"]) == expected
-    assert all(path["ms_per_step"] > 0 for path in figures["paths"].values())
+    # every figure follows from the step's time, its FLOPs and the batch's real bytes (2 tables
+    # of at most 70 bytes), and paths of one model count its FLOPs
+    real_bytes, peak = figures["real_bytes"], figures["peak_gflop_per_s"]
+    assert 0 < real_bytes <= 2 * 70
+    for name, path in figures["paths"].items():
+        seconds = path["ms_per_step"] / 1e3
+        assert path["bytes_per_s"] == pytest.approx(real_bytes / seconds, rel=1e-9), name
+        assert path["gflop_per_s"] == pytest.approx(path["gflop_per_step"] / seconds, rel=1e-9), name
+        assert path["share_of_peak"] == pytest.approx(path["gflop_per_s"] / peak, rel=1e-9), name
+        model = "before" if name.startswith("before") else "after, chunked wkv" if "chunked" in name else "after"
+        assert path["gflop_per_step"] == figures["paths"][model]["gflop_per_step"] > 0, name
+    paths = figures["paths"]
+    assert figures["speedup"] == pytest.approx(paths["after"]["bytes_per_s"] / paths["before"]["bytes_per_s"], rel=1e-9)
+    assert f"after / before: {figures['speedup']:.2f}× bytes/s" in out
     # the figures depend on the instruction set the kernels were built for: the header names it
     assert figures["cpu"].endswith(("AVX-512", "AVX2", "no AVX2")) and f"({figures['cpu']})" in out.splitlines()[0]
 
@@ -86,8 +100,23 @@ def test_wkv_benchmark_prints_every_path_and_the_ema(capsys):
     wkv_rows = [line.split() for line in lines[:ema_at] if line.split() and line.split()[0] in ("16", "40")]
     ema_rows = [line.split() for line in lines[ema_at:] if line.split() and line.split()[0] in ("4", "10")]
     assert [row[0] for row in wkv_rows] == ["16", "40"] and [row[0] for row in ema_rows] == ["4", "10"]
-    if wkv_cpu.available():
-        assert all(float(row[3]) > 0 for row in wkv_rows) and all(float(row[2]) > 0 for row in ema_rows)
+    # the kernel's columns: a time where it builds, else nan; each ratio printed is the ratio of
+    # the times printed beside it, up to their rounding (a time to 3 or 4 or 5 places, a ratio to 1)
+    def ratio_fits(ratio: str, numerator: str, denominator: str) -> bool:
+        n_half, d_half = (0.5 * 10.0 ** -len(x.split(".")[1]) for x in (numerator, denominator))
+        n, d, r = float(numerator), float(denominator), float(ratio.rstrip("x"))
+        low = (n - n_half) / (d + d_half) - 0.05
+        high = (n + n_half) / (d - d_half) + 0.05 if d > d_half else math.inf
+        return low <= r <= high
+    for T, naive, chunked, kernel, naive_ratio, kernel_ratio in wkv_rows:
+        assert ratio_fits(naive_ratio, naive, chunked), (T, naive, chunked, naive_ratio)
+        assert math.isnan(float(kernel)) != wkv_cpu.available(), kernel
+        if wkv_cpu.available():
+            assert ratio_fits(kernel_ratio, chunked, kernel), (T, chunked, kernel, kernel_ratio)
+    for L, closed, kernel, ratio in ema_rows:
+        assert math.isnan(float(kernel)) != wkv_cpu.available(), kernel
+        if wkv_cpu.available():
+            assert ratio_fits(ratio, closed, kernel), (L, closed, kernel, ratio)
 
 
 def test_baselines_benchmark_compares_equal_matrices(tmp_path, capsys):
@@ -101,8 +130,11 @@ def test_baselines_benchmark_compares_equal_matrices(tmp_path, capsys):
     (tmp_path / "params.yaml").write_text(json.dumps(sections))
     result = load("bench_baselines").main(["--data", str(tmp_path / "data"), "--params", str(tmp_path / "params.yaml"),
                                            "--task", "cpa"])
-    assert result["equal"] and result["ratio"] > 0
-    assert "bit-identical" in capsys.readouterr().out
+    fit_seconds = {name: seconds[0] for name, seconds in result["seconds"].items()}
+    assert result["equal"] and result["ratio"] == fit_seconds["scikit-learn"] / fit_seconds["word-wise"]
+    out = capsys.readouterr().out
+    assert f"word-wise / scikit-learn: {result['ratio']:.2f}× faster fit_transform; vocabulary and matrices " \
+           "bit-identical" in out
 
 
 def test_baselines_benchmark_names_missing_data(tmp_path, capsys):
