@@ -17,7 +17,7 @@ import yaml
 from aegir.config import load_params
 from aegir.eval.reads import READS_FILE
 from aegir.rl.rewards import LambdaSchedule
-from conftest import ROOT, TINY_PARAMS_OVERRIDE, deep_update, kill_at_saved_step, tool_env
+from conftest import BIN, ROOT, TINY_PARAMS_OVERRIDE, deep_update, kill_at_saved_step, tool_env
 
 pytestmark = pytest.mark.e2e
 
@@ -180,6 +180,21 @@ def test_bad_inputs_fail_clearly(tiny_phase1):
 
 PHASE4_OUTPUTS = ("model/model.safetensors", "model/config.json", "metrics/metrics.json", "metrics/scores.json",
                   "metrics/scaling.json", "metrics/live/metrics.json", "metrics/live/plots/metrics/reward/reward.tsv")
+
+
+def test_two_processes_average_their_gradients(tmp_path):
+    """Phase 3's training loop (`train_run`) under `accelerate launch --num_processes 2`, gloo on
+    the CPU, the setting workflow/accelerate/gpu.yaml scales to GPUs: each process trains the same
+    tiny orchestrator on its share of each batch with its own draws, so the two end with the same
+    weights only through the averaged gradients; and they did train (tests/phase3_two_processes.py)."""
+    launcher = [str(BIN / "accelerate"), "launch", "--config_file", str(ROOT / "workflow/accelerate/cpu.yaml"),
+                "--multi_gpu", "--num_processes", "2"]
+    proc = subprocess.run([*launcher, str(ROOT / "tests/phase3_two_processes.py"), str(tmp_path)], cwd=tmp_path,
+                          env=tool_env(ROOT), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    digests = json.loads((tmp_path / "digests.json").read_text())
+    assert len(digests["after"]) == 2
+    assert digests["after"][0] == digests["after"][1] != digests["before"]
 
 
 def phase4_args(run: str, params: str = "params.yaml") -> list[str]:
