@@ -117,7 +117,7 @@ def swarm_predictions(checkpoint: Path, tables, where: Path, top_k: int = 1, exa
 
 def annotate_table(path: Path, checkpoint: Path, top_k: int = 1) -> dict:
     """Every column's top-k CTA labels and (columns ≥ 1) CPA relations, with confidences."""
-    from aegir.data.tables import read_user_table
+    from aegir.data.user_tables import read_user_table
     from aegir.swarm.swarm import is_swarm_checkpoint
 
     table = read_user_table(path)

@@ -30,6 +30,12 @@ def column_groups(num_columns: int, g: int) -> list[tuple[int, ...]]:
     return out
 
 
+def sub_table_id(table_id: str, columns: Sequence[int]) -> str:
+    """The id of the sub-table of `table_id` holding `columns` (it seeds the sub-table's row
+    sample: `aegir.data.serialize.sample_rows`)."""
+    return f"{table_id}#{'-'.join(map(str, columns))}"
+
+
 def sub_table(table: Table, columns: Sequence[int]) -> Table:
     """The sub-table of `table` holding `columns` (original indices, the subject first), its
     labels carried along; its id names the columns so that two sub-tasks never share one."""
@@ -38,7 +44,7 @@ def sub_table(table: Table, columns: Sequence[int]) -> Table:
         raise ValueError(f"a sub-task's columns start with the subject column 0, once each; got {columns}")
     names = table.column_names
     return Table(
-        table_id=f"{table.table_id}#{'-'.join(map(str, columns))}",
+        table_id=sub_table_id(table.table_id, columns),
         columns=tuple(table.columns[c] for c in columns),
         cta=tuple(table.cta[c] for c in columns),
         cpa=tuple(table.cpa[c] for c in columns),

@@ -1,4 +1,4 @@
-"""Readers: the SOTAB V2 benchmark and a user's own table file → `Table`.
+"""Reader of the SOTAB V2 benchmark → `Table` (a user's own files: `aegir.data.user_tables`).
 
 SOTAB V2 layout (never downloaded; the user points at the directory):
 
@@ -59,11 +59,8 @@ A skip calls `on_skip(reason, error)` with the `DataError` that says where and w
 `SkipReport` is such a callable that counts by reason and keeps examples. With
 `on_skip=None` (the default) every skip case is fatal too: nothing is ever dropped silently.
 
-User tables (`read_user_table`): CSV (header row → column names; delimiter sniffed among
-`, ; TAB |`; every cell a string, no type inference; short rows padded with None, long rows
-an error), Parquet (every value → str as above, null → None), JSON lines (objects; keys →
-column names in first-seen order, a key absent from a row → None) and `.json.gz` (SOTAB
-style). No labels, `domain` None. Empty, unreadable or non-UTF-8 input is a `DataError`.
+`cell_text`, `json_lines` and `SotabKeys` are shared with the reader of users' files
+(`aegir.data.user_tables`), which reads a `.json.gz` as a SOTAB table file.
 """
 
 from __future__ import annotations
@@ -76,7 +73,7 @@ import json
 import os
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,7 +101,6 @@ SPLIT_LAYOUT: dict[str, tuple[str, tuple[str, ...]]] = {
 assert set(SPLIT_LAYOUT) == set(SOURCE_SPLITS)  # the evaluation-only splits are not SOTAB's
 
 _REQUIRED_HEADER = ("table_name", "column_index", "label")
-_CSV_DELIMITERS = ",;\t|"  # tried in this order; ties go to the earlier one
 
 
 # --------------------------------------------------------------------------- skip accounting
@@ -224,17 +220,23 @@ def _json_kind(value: Any) -> str:
         type(value), "null" if value is None else type(value).__name__)
 
 
-def _json_lines(path: Path) -> Iterator[tuple[int, dict]]:
-    """(1-based line, row object) for each non-blank line of a JSON-lines file.
+def json_lines(path: Path, rows: Container[int] | None = None) -> Iterator[tuple[int, int, dict]]:
+    """(1-based line, 0-based row, row object) for each non-blank line of a JSON-lines file
+    (row counts the non-blank lines); with `rows`, only the lines of those rows are parsed and
+    yielded (the others are read past).
 
     Gzipped when the name ends in `.gz`. Numbers keep their source text (`_Number`).
     """
     line_no = 0
+    row_index = -1
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
         with opener(path, "rb") as f:
             for line_no, raw in enumerate(f, 1):
                 if not raw.strip():
+                    continue
+                row_index += 1
+                if rows is not None and row_index not in rows:
                     continue
                 try:
                     text = raw.decode("utf-8-sig" if line_no == 1 else "utf-8")
@@ -247,7 +249,7 @@ def _json_lines(path: Path) -> Iterator[tuple[int, dict]]:
                     raise DataError(path, f"invalid JSON: {exc.msg} at column {exc.colno}", line_no) from None
                 if not isinstance(row, dict):
                     raise DataError(path, f"a row must be a JSON object, got {_json_kind(row)}", line_no)
-                yield line_no, row
+                yield line_no, row_index, row
     except FileNotFoundError:
         raise DataError(path, "file not found") from None
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
@@ -257,23 +259,37 @@ def _json_lines(path: Path) -> Iterator[tuple[int, dict]]:
         raise DataError(path, f"cannot read: {exc.strerror or exc}") from None
 
 
-def _read_sotab_rows(path: Path) -> list[list[str | None]]:
-    """Column-major cells of a SOTAB table file: every row an object with keys "0".."n-1"."""
-    columns: list[list[str | None]] | None = None
-    keys: tuple[str, ...] = ()
-    key_set: set[str] = set()
-    for line_no, row in _json_lines(path):
-        if columns is None:
+class SotabKeys:
+    """The keys of a SOTAB table file's rows: "0".."n-1", the same in every row. `check` each
+    row in file order; `keys` is the first row's (empty before it)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.keys: tuple[str, ...] = ()
+        self._key_set: set[str] | None = None
+
+    def check(self, line_no: int, row: dict) -> tuple[str, ...]:
+        if self._key_set is None:
             n = len(row)
             keys = tuple(str(i) for i in range(n))
-            key_set = set(keys)
-            if set(row) != key_set:
-                raise DataError(path, f'row keys must be "0".."{n - 1}", got {_preview(list(row))}', line_no)
-            columns = [[] for _ in range(n)]
-        elif row.keys() != key_set:
-            raise DataError(path, f"inconsistent keys: this row has {_preview(sorted(row, key=_key_order))}"
-                            f" but the first row has {_preview(list(keys))}", line_no)
-        for column, key in zip(columns, keys):
+            if set(row) != set(keys):
+                raise DataError(self.path, f'row keys must be "0".."{n - 1}", got {_preview(list(row))}', line_no)
+            self.keys, self._key_set = keys, set(keys)
+        elif row.keys() != self._key_set:
+            raise DataError(self.path, f"inconsistent keys: this row has {_preview(sorted(row, key=_key_order))}"
+                            f" but the first row has {_preview(list(self.keys))}", line_no)
+        return self.keys
+
+
+def _read_sotab_rows(path: Path) -> list[list[str | None]]:
+    """Column-major cells of a SOTAB table file: every row an object with keys "0".."n-1"."""
+    keys = SotabKeys(path)
+    columns: list[list[str | None]] | None = None
+    for line_no, _, row in json_lines(path):
+        names = keys.check(line_no, row)
+        if columns is None:
+            columns = [[] for _ in names]
+        for column, key in zip(columns, names):
             column.append(cell_text(row[key]))
     if columns is None:
         raise DataError(path, "empty table: no rows")
@@ -464,104 +480,3 @@ def available_splits(root: str | Path) -> list[str]:
 def read_sotab(root: str | Path, split: str, *, on_skip: OnSkip | None = None) -> list[Table]:
     """Every table of one SOTAB V2 split (`iter_sotab` as a list)."""
     return list(iter_sotab(root, split, on_skip=on_skip))
-
-
-# --------------------------------------------------------------------------- user tables
-
-
-def _sniff_delimiter(text: str) -> str:
-    """The delimiter among `, ; TAB |` that splits the first rows into the most, equal fields.
-
-    A candidate counts only if every sampled row has the same number (> 1) of fields; if none
-    does, the file is one column and "," is as good as any.
-    """
-    sample = text[: 1 << 16]
-    lines = sample.splitlines(keepends=True)
-    if len(sample) < len(text) and len(lines) > 1:
-        lines = lines[:-1]  # the last sampled line may be cut
-    best, best_width = ",", 1
-    for delimiter in _CSV_DELIMITERS:
-        try:
-            rows = [r for r in csv.reader(lines[:50], delimiter=delimiter) if r]
-        except csv.Error:
-            continue
-        widths = {len(r) for r in rows[:20]}
-        if len(widths) == 1 and (width := widths.pop()) > best_width:
-            best, best_width = delimiter, width
-    return best
-
-
-def _read_csv(path: Path) -> tuple[list[list[str | None]], tuple[str, ...]]:
-    text = _decode_utf8(path, _read_bytes(path))
-    if not text.strip():
-        raise DataError(path, "empty file")
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=_sniff_delimiter(text))
-    try:
-        header = next(row for row in reader if row)  # blank lines above the header skipped
-        names = tuple(h.strip() for h in header)
-        columns: list[list[str | None]] = [[] for _ in names]
-        for row in reader:
-            if not row:
-                continue  # a blank line
-            if len(row) > len(names):
-                raise DataError(path, f"row has {len(row)} fields but the header has {len(names)}",
-                                reader.line_num)
-            for i, column in enumerate(columns):
-                column.append(row[i] if i < len(row) else None)
-    except csv.Error as exc:
-        raise DataError(path, f"malformed CSV: {exc}", reader.line_num) from None
-    if not columns[0]:
-        raise DataError(path, "empty table: a header but no data rows")
-    return columns, names
-
-
-def _read_parquet(path: Path) -> tuple[list[list[str | None]], tuple[str, ...]]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        arrow = pq.read_table(path)
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        raise DataError(path, f"cannot read Parquet: {exc}") from None
-    if arrow.num_columns == 0 or arrow.num_rows == 0:
-        raise DataError(path, f"empty table: {arrow.num_rows} rows, {arrow.num_columns} columns")
-    columns = [[cell_text(v) for v in arrow.column(i).to_pylist()] for i in range(arrow.num_columns)]
-    return columns, tuple(arrow.column_names)
-
-
-def _read_json_objects(path: Path) -> tuple[list[list[str | None]], tuple[str, ...]]:
-    rows: list[dict] = []
-    names: dict[str, None] = {}  # first-seen order
-    for _, row in _json_lines(path):
-        rows.append(row)
-        for key in row:
-            names.setdefault(key, None)
-    if not rows:
-        raise DataError(path, "empty table: no rows")
-    if not names:
-        raise DataError(path, "empty table: the rows have no keys")
-    columns = [[cell_text(r[k]) if k in r else None for r in rows] for k in names]
-    return columns, tuple(names)
-
-
-def read_user_table(path: str | Path) -> Table:
-    """A user's own table, unlabelled: `.csv/.tsv/.txt`, `.parquet/.pq`, `.jsonl/.ndjson/.json`
-    (JSON lines) or `.json.gz` (SOTAB style). `table_id` is the file name."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(path, "file not found" if not path.exists() else "not a file")
-    name = path.name.lower()
-    names: tuple[str, ...] | None
-    if name.endswith(".json.gz"):
-        columns, names = _read_sotab_rows(path), None
-    elif name.endswith((".csv", ".tsv", ".txt")):
-        columns, names = _read_csv(path)
-    elif name.endswith((".parquet", ".pq")):
-        columns, names = _read_parquet(path)
-    elif name.endswith((".jsonl", ".ndjson", ".json")):
-        columns, names = _read_json_objects(path)
-    else:
-        raise DataError(path, "unsupported file type: expected .csv, .tsv, .parquet, .jsonl or .json.gz")
-    n = len(columns)
-    return Table(table_id=path.name, columns=tuple(tuple(c) for c in columns), cta=(None,) * n,
-                 cpa=(None,) * n, domain=None, column_names=names)

@@ -30,7 +30,9 @@ columns in view, so that a label tables rarely repeat is rarely given twice.
 
 Where it is used: `phase1` and `phase3` score every evaluation split this way
 (`reading.columns`, `reading.views`, `reading.joint_*` in params.yaml), and `aegir annotate` / `aegir evaluate` read
-users' tables with the settings recorded in the checkpoint. Phase 4 does not: its never-spawn
+users' tables with the settings recorded in the checkpoint. Every read is a function of a few rows
+of the table (each stream's row sample, rotated per view): `rows_read` lists them, so that
+`aegir annotate` reads only those rows of a file (`aegir.data.user_tables`). Phase 4 does not: its never-spawn
 control is the shared stream on purpose, and its wide search is the column-group reading with a
 learned merge.
 """
@@ -47,9 +49,10 @@ import torch
 
 from aegir.config import PrepareConfig
 from aegir.data.dataset import Example, examples_from_tables
-from aegir.data.groups import column_groups, sub_table
+from aegir.data.groups import column_groups, sub_table, sub_table_id
 from aegir.data.prepared import read_split, split_path, tables_from_arrow
-from aegir.data.table import Table
+from aegir.data.serialize import sample_rows
+from aegir.data.table import SampledColumn, Table
 from aegir.eval.predict import TablePrediction
 
 ALL_LABELS = 1 << 20  # a top_k that gives every label's probability (aegir.eval.predict.table_predictions)
@@ -85,17 +88,44 @@ def read_groups(num_columns: int, read_columns: int) -> list[tuple[int, ...]]:
     return [(0, *group) for group in column_groups(num_columns, groups)]
 
 
-def row_view(table: Table, view: int, views: int) -> Table:
-    """View `view` of `views`: the rows rotated to start at row ⌊view·n/views⌋ (same id, labels)."""
+def view_start(view: int, views: int, num_rows: int) -> int:
+    """The row that view `view` of `views` of a table of `num_rows` rows starts at: ⌊view·n/views⌋."""
     if not 0 <= view < views:
         raise ValueError(f"view must be in [0, {views}), got {view}")
+    return view * num_rows // views
+
+
+def row_view(table: Table, view: int, views: int) -> Table:
+    """View `view` of `views`: the rows rotated to start at row ⌊view·n/views⌋ (same id, labels).
+    A `SampledColumn` (a file's rows read lazily) is rotated without reading any row."""
     n = table.num_rows
-    start = view * n // views
+    start = view_start(view, views, n)
     if start == 0:
         return table
     order = [*range(start, n), *range(start)]
-    return Table(table_id=table.table_id, columns=tuple(tuple(column[i] for i in order) for column in table.columns),
+
+    def rotated(column):
+        return column.rotated(start) if isinstance(column, SampledColumn) else tuple(column[i] for i in order)
+
+    return Table(table_id=table.table_id, columns=tuple(rotated(column) for column in table.columns),
                  cta=table.cta, cpa=table.cpa, domain=table.domain, column_names=table.column_names)
+
+
+def rows_read(num_rows: int, table_id: str, num_columns: int, read_columns: int, read_views: int,
+              prepare: PrepareConfig) -> set[int]:
+    """The rows of a table whose cells its example (the whole table, as `prepare` serializes it)
+    and `table_reads` serialize, and so the only ones its reads depend on: the example's sample,
+    and per column group (its own id seeds its row sample) the rows `sample_rows` keeps, in every
+    view's rotation. A file read lazily needs only these (`aegir.data.user_tables`)."""
+    rows = set(sample_rows(num_rows, prepare.max_rows, prepare.seed, table_id))
+    groups = read_groups(num_columns, read_columns)
+    for columns in groups:
+        read_id = table_id if len(columns) == num_columns else sub_table_id(table_id, columns)
+        sampled = sample_rows(num_rows, prepare.max_rows, prepare.seed, read_id)
+        for view in range(read_views):
+            start = view_start(view, read_views, num_rows)
+            rows.update((start + row) % num_rows for row in sampled)
+    return rows
 
 
 def table_reads(tables: Sequence[Table], examples: Sequence[Example], read_columns: int, read_views: int,

@@ -21,7 +21,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from aegir.config import PrepareConfig
 from aegir.data.dataset import Example, collate, eval_batches
+from aegir.data.groups import sub_table_id
+from aegir.data.serialize import sample_rows
 from aegir.labels import cta_vocab
 from aegir.model.aegir import AegirModel
 from aegir.model.checkpoint import (CONFIG_FILE, CheckpointError, checkpoint_fingerprint, load_checkpoint, load_weights,
@@ -31,7 +34,8 @@ from aegir.swarm.checkpoint import config_has_section
 from aegir.swarm.critical import model_read_steps
 from aegir.swarm.orchestrator import SwarmOrchestrator
 from aegir.swarm.policy import SpawnPolicy
-from aegir.swarm.spawn import SubagentCache, SwarmMerge, deep_columns, family_of_labels, label_steps, swarm_steps, wide_subtasks
+from aegir.swarm.spawn import (SubagentCache, SwarmMerge, deep_columns, deep_subtasks, family_of_labels, label_steps,
+                               swarm_steps, wide_subtasks)
 
 
 @torch.no_grad()
@@ -126,6 +130,16 @@ class Swarm:
         views = table_views(self.orch, examples, batch_size, self.family)
         cache = SubagentCache(tables, self.subagents, prepare, where, batch_size)
         return self.run(views, self.decide(views, max_count), cache)
+
+    def rows_read(self, num_rows: int, table_id: str, num_columns: int, prepare: PrepareConfig) -> set[int]:
+        """The rows of a table whose cells `annotate` may serialize, whatever the policy decides:
+        those its shared stream samples and those of every sub-table a decision can read (the
+        wide groups of every option, each deep-search pair), each sub-table's sample seeded by
+        its own id. A file read lazily needs only these (`aegir.data.user_tables`)."""
+        subtasks = {columns for g in self.policy.options for columns in wide_subtasks(num_columns, g)}
+        subtasks.update(deep_subtasks(range(num_columns)))
+        ids = [table_id] + [sub_table_id(table_id, columns) for columns in sorted(subtasks)]
+        return {row for read_id in ids for row in sample_rows(num_rows, prepare.max_rows, prepare.seed, read_id)}
 
 
 def is_swarm_checkpoint(directory: str | Path) -> bool:
