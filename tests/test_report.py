@@ -157,6 +157,34 @@ def test_report_with_phase4_adds_its_rows_split_heatmap_and_scaling(inputs):
     assert png_size((out / "figures" / "routing_by_domain.png").read_bytes())[0] > 1.8 * heatmap_without[0]
 
 
+def test_best_json_names_the_checkpoint_best_on_real(inputs, capsys):
+    """best.json (what `aegir annotate` uses by default): among the rows that are checkpoints
+    (not the baseline, not Phase 4's fixed-policy controls) the highest mean of CTA and CPA
+    micro-F1 on `real`, named by its directory under --models; a tie goes to the earlier row."""
+    assert main(argv(inputs) + ["--models", "models"]) == 0
+    best = json.loads((inputs["out"] / "best.json").read_text())
+    real = SPLITS.index("real")
+    assert best["split"] == "real" and best["model"] == "fused" and best["checkpoint"] == "models/phase3"
+    assert best["score"] == ((55.5 + real) + (65.5 + real)) / 2
+    assert {key: c["checkpoint"] for key, c in best["candidates"].items()} == {
+        "phase1": "models/phase1/primary", "control": "models/phase3/control", "fused": "models/phase3"}
+    assert "best on real: models/phase3 (Phase 3 fused" in capsys.readouterr().out
+
+    phase4 = add_phase4(inputs["phase1"].parent)
+    assert main(argv(inputs, phase4) + ["--models", "/srv/aegir/models"]) == 0
+    best = json.loads((inputs["out"] / "best.json").read_text())
+    assert best["model"] == "phase4_learned" and best["checkpoint"] == "/srv/aegir/models/phase4"
+    assert set(best["candidates"]) == {"phase1", "control", "fused", "phase4_learned"}
+
+    scores = inputs["phase3"] / "scores.json"
+    tied = json.loads(scores.read_text())
+    tied["fused"] = tied["control"]
+    scores.write_text(json.dumps(tied))
+    assert main(argv(inputs)) == 0
+    best = json.loads((inputs["out"] / "best.json").read_text())
+    assert best["model"] == "control" and best["checkpoint"] == "models/phase3/control"  # the default --models
+
+
 def test_scaling_series_are_micro_f1_then_steps():
     rows = [{"n": 1, "policy": "learned", "cta/test/micro_f1": 1.0, "cta/test/macro_f1": 1.0,
              "critical_steps": 5, "total_steps": 9, "mean_spawned": 1.0, "note": "x"}]
@@ -172,7 +200,7 @@ def test_same_inputs_give_byte_identical_outputs_in_another_process(inputs, tmp_
     subprocess.run([sys.executable, "-m", "aegir.stages.report", *argv(other, phase4)], check=True,
                    capture_output=True, cwd=ROOT)
     first, second = digest(inputs["out"]), digest(other["out"])
-    assert len(first) == 6 and first == second
+    assert len(first) == 7 and first == second  # report.md, gains.json, best.json, four figures
     assert b"matplotlib" not in (inputs["out"] / "figures" / "f1_by_split.png").read_bytes()
 
 
@@ -189,7 +217,7 @@ def test_a_missing_input_names_the_file_and_the_stage_and_writes_nothing(inputs,
 
     results = inputs["phase1"].parent
     phase4 = add_phase4(results)
-    older = {"report.md": "an older report\n", "gains.json": "{}\n", "figures/f1_by_split.png": "old"}
+    older = {"report.md": "an older report\n", "gains.json": "{}\n", "best.json": "{}\n", "figures/f1_by_split.png": "old"}
     for name, text in older.items():  # an earlier run's outputs: they must survive the failure
         (inputs["out"] / name).parent.mkdir(parents=True, exist_ok=True)
         (inputs["out"] / name).write_text(text)

@@ -467,6 +467,35 @@ def report_gains(report: Report) -> dict:
     return out
 
 
+# The checkpoint each report row scores, under the pipeline's models directory: the baseline
+# (TF-IDF, no checkpoint) and Phase 4's fixed-policy controls (`never`, `always`: the swarm's
+# checkpoint runs its learned policy) are not candidates.
+CHECKPOINTS = {"phase1": "phase1/primary", "control": "phase3/control", "fused": "phase3",
+               "phase4": "phase4", "phase4_learned": "phase4"}
+BEST_SPLIT = "real"  # the real tables: what `aegir annotate` meets
+
+
+def best_checkpoint(report: Report, models: str | Path, split: str = BEST_SPLIT) -> dict:
+    """The stage's best.json: which checkpoint scored best on `split`, so that `aegir annotate`
+    uses it by default. The score is the mean of the CTA and CPA micro-F1 on `split`; among the
+    rows that are a checkpoint (`CHECKPOINTS`) the highest wins, the earlier row (the simpler
+    model) on a tie. Every candidate's figures are kept beside the pick."""
+    candidates = {}
+    for row in report.rows:
+        cta, cpa = row.f1["cta"].get(split), row.f1["cpa"].get(split)
+        if row.key not in CHECKPOINTS or cta is None or cpa is None:
+            continue
+        candidates[row.key] = {"checkpoint": (Path(models) / CHECKPOINTS[row.key]).as_posix(), "name": row.name,
+                               "cta_micro_f1": cta.micro, "cpa_micro_f1": cpa.micro,
+                               "score": round((cta.micro + cpa.micro) / 2, 4)}
+    if not candidates:
+        raise DataError(report.sources[0] if report.sources else ".",
+                        f"no checkpoint's F1 on split {split!r}: nothing to pick as the best")
+    best = max(candidates, key=lambda key: candidates[key]["score"])  # the first of equal scores
+    return {"split": split, "metric": "mean of CTA and CPA micro-F1", "model": best, **candidates[best],
+            "candidates": candidates}
+
+
 # ----------------------------------------------------------------------------- figures
 
 

@@ -1,7 +1,8 @@
 """Stage `report`: the baseline and every phase in one markdown table, with figures.
 
     python -m aegir.stages.report --baselines results/baselines/scores.json \\
-        --phase1 results/phase1 --phase3 results/phase3 [--phase4 results/phase4] --out results/report
+        --phase1 results/phase1 --phase3 results/phase3 [--phase4 results/phase4] --models models \\
+        --out results/report
 
 Reads the F1 per split (each stage's scores.json) and the DVCLive curves the earlier stages
 wrote (`aegir.eval.report` lists them) and writes, under --out:
@@ -12,6 +13,9 @@ wrote (`aegir.eval.report` lists them) and writes, under --out:
                   links to the figures
   gains.json      micro-F1 gains in points per task and split (fused over control, over Phase 1,
                   over the baseline; each Phase 4 policy over its `never` control)
+  best.json       the checkpoint (a directory under --models) that scored best on `real`, its
+                  score and every candidate's (`aegir.eval.report.best_checkpoint`): what
+                  `aegir annotate` uses when no --checkpoint is named
   figures/        PNG (DVC plots): f1_by_split.png, routing_by_domain.png, training_curves.png,
                   and scaling.png when --phase4 holds a scaling.json
 
@@ -27,21 +31,25 @@ from pathlib import Path
 
 from aegir import atomic
 from aegir.errors import AegirError
-from aegir.eval.report import collect, report_figures, report_markdown, report_gains
+from aegir.eval.report import best_checkpoint, collect, report_figures, report_gains, report_markdown
 
 
-def write_report(baselines: Path, phase1: Path, phase3: Path, phase4: Path | None, out: Path) -> dict:
-    """Collect, render, then write `out/` (figures/, report.md, gains.json); the gains."""
+def write_report(baselines: Path, phase1: Path, phase3: Path, phase4: Path | None, out: Path,
+                 models: Path = Path("models")) -> tuple[dict, dict]:
+    """Collect, render, then write `out/` (figures/, report.md, gains.json, best.json); the
+    gains and the best checkpoint."""
     report = collect(baselines, phase1, phase3, phase4)
     figures = report_figures(report)
     markdown = report_markdown(report, list(figures))
     gains = report_gains(report)
+    best = best_checkpoint(report, models)
     with atomic.staged_dir(out / "figures") as staging:
         for name, data in figures.items():
             (staging / name).write_bytes(data)
     atomic.write_text(out / "report.md", markdown)
     atomic.write_json(out / "gains.json", gains)
-    return gains
+    atomic.write_json(out / "best.json", best)
+    return gains, best
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,18 +65,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="phase3's results: scores.json, live/fused, live/control")
     parser.add_argument("--phase4", type=Path, default=None,
                         help="phase4's results (scores.json, optional scaling.json); left out: no Phase 4 rows")
+    parser.add_argument("--models", type=Path, default=Path("models"),
+                        help="the pipeline's checkpoints (phase1/primary, phase3, phase3/control, phase4): "
+                             "best.json names the best of them by its path here")
     parser.add_argument("--out", type=Path, default=Path("results/report"),
-                        help="output directory: report.md, gains.json, figures/")
+                        help="output directory: report.md, gains.json, best.json, figures/")
     args = parser.parse_args(argv)
     try:
-        gains = write_report(args.baselines, args.phase1, args.phase3, args.phase4, args.out)
+        gains, best = write_report(args.baselines, args.phase1, args.phase3, args.phase4, args.out, args.models)
     except AegirError as exc:
         parser.exit(2, f"report: error: {exc}\n")
     over_control = gains["fused_minus_control"]
     print("report: fused − control micro-F1 (points): " + "  ".join(
         f"{task.upper()} {split} {over_control[task][split]:+.1f}" for task in ("cta", "cpa")
         for split in ("test", "corner_cases", "real") if split in over_control[task]))
-    print(f"report: wrote {args.out / 'report.md'}, {args.out / 'gains.json'}, {args.out / 'figures'}/")
+    print(f"report: best on {best['split']}: {best['checkpoint']} ({best['name']}, {best['metric']} {best['score']:.2f})")
+    print(f"report: wrote {args.out / 'report.md'}, {args.out / 'gains.json'}, {args.out / 'best.json'}, "
+          f"{args.out / 'figures'}/")
     return 0
 
 
