@@ -17,6 +17,7 @@ import pytest
 
 from aegir.config import PrepareConfig
 from aegir.data.dataset import examples_from_tables
+from aegir.data import user_tables
 from aegir.data.table import SampledColumn
 from aegir.data.user_tables import open_table, read_user_table, table_kind
 from aegir.errors import DataError
@@ -89,7 +90,15 @@ def test_a_huge_cell_is_read_whole(tmp_path):
     assert open_table(path).read([0]).columns[1][0] == cell
 
 
-def test_csv_errors_name_the_line_also_past_the_sniffed_head(tmp_path):
+@pytest.fixture(params=["in memory", "scanned"])
+def csv_read(request, monkeypatch) -> str:
+    """Both ways a CSV is read: a small file parsed at once, a large one scanned (here: any)."""
+    if request.param == "scanned":
+        monkeypatch.setattr(user_tables, "SMALL_CSV_BYTES", 0)
+    return request.param
+
+
+def test_csv_errors_name_the_line_also_past_the_sniffed_head(tmp_path, csv_read):
     path = tmp_path / "bad.csv"
     filler = "".join(f"row {i},{i}\n" for i in range(20_000))  # > 64 KiB: polars finds these, not the head
     path.write_bytes(b"a,b\n" + filler.encode() + b"x,1,2\n")
@@ -104,7 +113,7 @@ def test_csv_errors_name_the_line_also_past_the_sniffed_head(tmp_path):
         open_table(gz)
 
 
-def test_blank_rows_and_a_quoted_newline(tmp_path):
+def test_blank_rows_and_a_quoted_newline(tmp_path, csv_read):
     path = tmp_path / "t.csv"
     path.write_text('\n\nname,note\n\nAnn,"two\nlines"\n,\nBob,x\n')
     table = read_user_table(path)
@@ -123,7 +132,7 @@ def wide_csv(path: Path, rows: int = 300, columns: int = 10) -> Path:
 
 
 @pytest.mark.parametrize("read_columns,read_views", [(0, 1), (4, 1), (0, 3), (4, 2)])
-def test_the_rows_a_model_reads_give_the_streams_of_the_whole_file(tmp_path, read_columns, read_views):
+def test_the_rows_a_model_reads_give_the_streams_of_the_whole_file(tmp_path, read_columns, read_views, csv_read):
     """`rows_read` holds every row `table_reads` serializes: the lazy table (only those rows)
     gives byte-identical reads to the whole file, in column groups and row views, with and
     without compact columns; and few rows are read."""

@@ -27,7 +27,8 @@ Formats, by file name (case-insensitive):
 
 How. CSV and Parquet go through polars' streaming engine (`scan_csv`, which decompresses gzip
 and zstd itself, and `scan_parquet`): the row count is one pass, the rows asked for a second
-that keeps only them. Unless told a chunk size, polars' CSV source buffered most of a file (a
+that keeps only them. An uncompressed CSV of up to `SMALL_CSV_BYTES` is parsed in memory at
+once instead (a folder's small tables: 0.8 ms each against 4 ms for the scans). Unless told a chunk size, polars' CSV source buffered most of a file (a
 300 MB CSV: 340 MB of anonymous memory for a row count); with `CSV_CHUNK_BYTES` it stayed near
 80 MB for 300 MB and for 900 MB alike (polars 2.1.0, 2-core Xeon). JSON lines go through
 Python's json line by line: polars' parser would turn numbers into floats and lose their text.
@@ -48,10 +49,11 @@ import gzip
 import os
 import sys
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aegir.data.table import SampledColumn, Table
 from aegir.data.tables import SotabKeys, cell_text, json_lines
@@ -60,6 +62,7 @@ from aegir.errors import DataError
 CSV_DELIMITERS = ",;\t|"  # tried in this order; ties go to the earlier one
 SNIFF_BYTES = 1 << 16  # the head of a CSV that its delimiter and leading blank lines are read from
 CSV_CHUNK_BYTES = 1 << 20  # polars' CSV chunk size (POLARS_CSV_CHUNK_SIZE): what bounds its memory
+SMALL_CSV_BYTES = 4 << 20  # an uncompressed CSV up to this size is read into memory at once
 
 CSV_NAMES = (".csv", ".tsv", ".txt")
 COMPRESSED_NAMES = (".gz", ".zst")
@@ -95,6 +98,7 @@ class TableFile:
     column_names: header names (CSV), Parquet column names, JSON keys; None for SOTAB files
     keys: the JSON keys of the columns, in column order (JSON lines and SOTAB files)
     delimiter, skip_lines: a CSV's delimiter and the blank lines above its header
+    frame: a CSV's rows as polars reads them (`_csv_frame`): in memory for a small file
     """
 
     path: Path
@@ -105,6 +109,7 @@ class TableFile:
     keys: tuple[str, ...] = ()
     delimiter: str = ","
     skip_lines: int = 0
+    frame: Any = field(default=None, compare=False, repr=False)  # a CSV's polars frame (`_csv_frame`)
 
     @property
     def table_id(self) -> str:
@@ -211,10 +216,14 @@ def _reading(path: Path) -> Iterator[None]:
         raise DataError(path, f"truncated or corrupt zstd data ({exc})") from None
 
 
-def _csv_head(path: Path) -> str:
-    """The first `SNIFF_BYTES` of a CSV (decompressed) as text, a leading BOM dropped."""
-    with _reading(path), _open_bytes(path) as f:
-        raw = f.read(SNIFF_BYTES)
+def _csv_head(path: Path, data: bytes | None) -> str:
+    """The first `SNIFF_BYTES` of a CSV (decompressed; of `data`, its content, when read) as
+    text, a leading BOM dropped."""
+    if data is None:
+        with _reading(path), _open_bytes(path) as f:
+            raw = f.read(SNIFF_BYTES)
+    else:
+        raw = data[:SNIFF_BYTES]
     whole = len(raw) < SNIFF_BYTES
     raw = raw.removeprefix(codecs.BOM_UTF8)
     try:  # an incremental decode: a character cut at the end of the head is no error
@@ -236,39 +245,52 @@ def _leading_blank_lines(head: str) -> int:
 def _open_csv(path: Path) -> TableFile:
     import polars as pl
 
-    head = _csv_head(path)
+    small = not path.name.lower().endswith(COMPRESSED_NAMES) and path.stat().st_size <= SMALL_CSV_BYTES
+    if small:
+        with _reading(path):
+            data = path.read_bytes()
+    head = _csv_head(path, data if small else None)
     if not head.strip():
         raise DataError(path, "empty file")
     delimiter, skip_lines = sniff_delimiter(head), _leading_blank_lines(head)
-    frame = _csv_frame(path, delimiter, skip_lines)
-    count = _collect_csv(path, delimiter, frame.select(pl.len())).item()
+    frame = _csv_frame(path, data if small else None, delimiter, skip_lines)
+    count = _collect_csv(path, delimiter, lambda: frame.select(pl.len())).item()
     if count == 0:
         raise DataError(path, "empty file")
     if count == 1:
         raise DataError(path, "empty table: a header but no data rows")
-    header = _collect_csv(path, delimiter, frame.head(1)).row(0)
+    header = _collect_csv(path, delimiter, lambda: frame.head(1)).row(0)
     names = tuple((name or "").strip() for name in header)
-    return TableFile(path, "csv", count - 1, len(names), names, delimiter=delimiter, skip_lines=skip_lines)
+    return TableFile(path, "csv", count - 1, len(names), names, delimiter=delimiter, skip_lines=skip_lines,
+                     frame=frame)
 
 
-def _csv_frame(path: Path, delimiter: str, skip_lines: int):
-    """The CSV as a polars LazyFrame of strings, the header its row 0, rows of empty fields out."""
+def _csv_frame(path: Path, data: bytes | None, delimiter: str, skip_lines: int):
+    """The CSV as a polars frame of strings, the header its row 0, rows of empty fields out: a
+    DataFrame of `data` (a small file's content, parsed at once: a few times faster than a scan
+    for the tables of a folder) or a LazyFrame scanning the file."""
     import polars as pl
 
-    frame = pl.scan_csv(path, has_header=False, separator=delimiter, quote_char='"', skip_lines=skip_lines,
-                        infer_schema=False, empty_string_is_null=False, encoding="utf8")
+    options = dict(has_header=False, separator=delimiter, quote_char='"', skip_lines=skip_lines,
+                   infer_schema=False, empty_string_is_null=False, encoding="utf8")
+    if data is None:
+        frame = pl.scan_csv(path, **options)
+    else:
+        frame = _collect_csv(path, delimiter, lambda: pl.read_csv(data, **options))
     return frame.filter(~pl.all_horizontal(pl.all().fill_null("") == ""))
 
 
-def _collect_csv(path: Path, delimiter: str, query):
-    """`query` run by polars' streaming engine in chunks of `CSV_CHUNK_BYTES`; polars' refusal as
-    a `DataError` that names the line where Python's csv module finds the problem."""
+def _collect_csv(path: Path, delimiter: str, query: Callable[[], Any]):
+    """`query()`'s frame, a LazyFrame run by polars' streaming engine in chunks of
+    `CSV_CHUNK_BYTES`; polars' refusal as a `DataError` that names the line where Python's csv
+    module finds the problem."""
     import polars as pl
 
     previous = os.environ.get("POLARS_CSV_CHUNK_SIZE")
     os.environ["POLARS_CSV_CHUNK_SIZE"] = str(CSV_CHUNK_BYTES)  # read by polars at each scan
     try:
-        return query.collect(engine="streaming")
+        frame = query()
+        return frame.collect(engine="streaming") if isinstance(frame, pl.LazyFrame) else frame
     except pl.exceptions.PolarsError as exc:
         raise _csv_problem(path, delimiter, exc) from None
     finally:
@@ -318,13 +340,13 @@ def _csv_problem(path: Path, delimiter: str, exc: Exception) -> DataError:
 def _csv_rows(table: TableFile, rows: list[int] | None) -> list[tuple[str | None, ...]]:
     import polars as pl
 
-    frame = _csv_frame(table.path, table.delimiter, table.skip_lines)
+    frame = table.frame
     if rows is None:
         query = frame.slice(1)
     else:  # row r of the table is row r + 1 of the frame, after the header
         query = (frame.with_row_index(_ROW).filter(pl.col(_ROW).is_in([r + 1 for r in rows]))
                  .sort(_ROW).drop(_ROW))
-    cells = _collect_csv(table.path, table.delimiter, query).rows()
+    cells = _collect_csv(table.path, table.delimiter, lambda: query).rows()
     return [tuple("" if cell is None else cell for cell in row) for row in cells]
 
 
