@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import asdict
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+import zstandard
 from click.testing import CliRunner
 
 from aegir.cli import main
@@ -99,6 +103,140 @@ def test_annotate_every_format(tmp_path, checkpoint, suffix):
     assert "01234" in out["columns"][2]["sample"]  # cells stay strings
     text = invoke("annotate", path, "--checkpoint", checkpoint)
     assert text.exit_code == 0 and "(subject)" in text.output
+
+
+# --------------------------------------------------------------------------- many tables
+
+
+def write_mixed_folder(root: Path) -> dict[str, int]:
+    """A folder of every table format (some nested), a broken CSV and a file that is no table;
+    file name → its column count."""
+    rows = [line.split(",") for line in CSV.strip().splitlines()]
+    (root / "nested" / "deeper").mkdir(parents=True)
+    (root / "hotels.csv").write_text(CSV)
+    (root / "hotels.tsv").write_text(CSV.replace(",", "\t"))
+    (root / "nested" / "hotels.csv.gz").write_bytes(gzip.compress(CSV.encode()))
+    (root / "nested" / "hotels.csv.zst").write_bytes(zstandard.ZstdCompressor().compress(CSV.encode()))
+    pq.write_table(pa.table({h: [r[i] for r in rows[1:]] for i, h in enumerate(rows[0])}), root / "hotels.parquet")
+    (root / "nested" / "deeper" / "hotels.jsonl").write_text(
+        "".join(json.dumps(dict(zip(rows[0][:2], r[:2]))) + "\n" for r in rows[1:]))
+    with gzip.open(root / "Hotel_example.com_September2020_CTA.json.gz", "wt") as f:
+        f.writelines(json.dumps({str(i): c for i, c in enumerate(r)}) + "\n" for r in rows[1:])
+    (root / "broken.csv").write_bytes("name,city\nJos\xe9,K\xf6ln\n".encode("latin-1"))
+    (root / "notes.md").write_text("not a table: left out of a folder\n")
+    return {"hotels.csv": 3, "hotels.tsv": 3, "hotels.csv.gz": 3, "hotels.csv.zst": 3, "hotels.parquet": 3,
+            "hotels.jsonl": 2, "Hotel_example.com_September2020_CTA.json.gz": 3}
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".jsonl"])
+def test_annotate_a_folder_of_every_format_with_one_broken_file(tmp_path, checkpoint, suffix):
+    """One command, one model load: every table of the folder annotated into one row per column,
+    the broken file named with its reason and skipped, the exit status 1 (a table failed)."""
+    from aegir.model.checkpoint import checkpoint_fingerprint
+
+    columns = write_mixed_folder(tmp_path / "tables")
+    out = tmp_path / f"labels{suffix}"
+    result = CliRunner().invoke(main, ["annotate", str(tmp_path / "tables"), "--checkpoint", str(checkpoint),
+                                       "--out", str(out), "--top-k", "2"])
+    assert result.exit_code == 1, result.output
+    assert f"aegir: error: {tmp_path / 'tables' / 'broken.csv'}:2: not valid UTF-8" in result.output
+    assert "1 of 8 table(s) failed" in result.output and f"wrote {out}: 20 columns of 7 tables" in result.output
+    if suffix == ".parquet":
+        rows = pq.read_table(out).to_pylist()
+    elif suffix == ".csv":
+        rows = list(csv.DictReader(out.open()))
+    else:
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted({Path(r["table"]).name for r in rows}) == sorted(columns)
+    for name, count in columns.items():
+        mine = [r for r in rows if Path(r["table"]).name == name]
+        assert [int(r["column_index"]) for r in mine] == list(range(count)), name
+    assert set(rows[0]) == {"table", "column_index", "column_name", "cta_label", "cta_confidence", "cpa_label",
+                            "cpa_confidence", "cta_top_k", "cpa_top_k", "checkpoint", "fingerprint"}
+    first = next(r for r in rows if r["table"].endswith("hotels.csv"))
+    assert first["column_name"] == "hotel" and first["cpa_label"] in (None, "")  # the subject has no relation
+    top = json.loads(first["cta_top_k"]) if suffix == ".csv" else first["cta_top_k"]
+    assert len(top) == 2 and top[0]["label"] == first["cta_label"]
+    assert {r["fingerprint"] for r in rows} == {checkpoint_fingerprint(checkpoint)}
+
+
+def test_annotate_globs_several_paths_and_strict_stops(tmp_path, checkpoint):
+    write_mixed_folder(tmp_path)
+    out = tmp_path / "labels.jsonl"
+    result = invoke("annotate", str(tmp_path / "*.csv"), tmp_path / "hotels.parquet", "--checkpoint", checkpoint,
+                    "--json")
+    assert result.exit_code == 1  # broken.csv matched the glob
+    tables = json.loads(result.stdout)  # several paths: a list, one object per table annotated
+    assert [Path(t["table"]).name for t in tables] == ["hotels.csv", "hotels.parquet"]
+    assert all(t["fingerprint"] and t["checkpoint"] == str(checkpoint) for t in tables)
+    strict = invoke("annotate", tmp_path, "--checkpoint", checkpoint, "--out", out, "--strict")
+    assert strict.exit_code == 1 and "stopped at the first failure (--strict)" in strict.output
+    assert not out.exists() and not list(tmp_path.glob(".labels.jsonl*"))
+    none = invoke("annotate", str(tmp_path / "*.xlsx"), "--checkpoint", checkpoint)
+    assert none.exit_code == 1 and "the pattern matches no table file" in none.output
+    bad_out = invoke("annotate", tmp_path / "hotels.csv", "--checkpoint", checkpoint, "--out", tmp_path / "x.xlsx")
+    assert bad_out.exit_code == 2 and "unknown output format '.xlsx'" in bad_out.output
+
+
+def test_annotate_a_table_with_a_huge_cell(tmp_path, checkpoint):
+    path = tmp_path / "notes.csv"
+    path.write_text(f"name,notes\nAdlon,{'x' * 200_000}\nRitz,short\n")
+    result = invoke("annotate", path, "--checkpoint", checkpoint, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["columns"][1]["sample"][0] == "x" * 200_000
+
+
+def test_annotate_uses_the_checkpoint_the_report_found_best(tmp_path, checkpoint, monkeypatch):
+    """No --checkpoint: results/report/best.json's pick, named with its fingerprint; without the
+    report, models/phase1/primary, saying so."""
+    from aegir.model.checkpoint import checkpoint_fingerprint
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text(CSV)
+    shutil.copytree(checkpoint, tmp_path / "models" / "phase1" / "primary")
+    result = invoke("annotate", "t.csv")
+    assert result.exit_code == 0, result.output
+    assert "no results/report/best.json (the pipeline's report stage writes it): using models/phase1/primary" \
+        in result.stderr
+    assert f"checkpoint: models/phase1/primary (fingerprint {checkpoint_fingerprint(checkpoint)[:16]})" in result.stdout
+    torch.manual_seed(1)
+    save_checkpoint(tmp_path / "models" / "phase3" / "control", AegirModel(preset("tiny")),
+                    {"params": {"prepare": asdict(PrepareConfig(byte_budget=512, max_rows=6))}})
+    (tmp_path / "results" / "report").mkdir(parents=True)
+    (tmp_path / "results" / "report" / "best.json").write_text(json.dumps(
+        {"checkpoint": "models/phase3/control", "model": "control", "split": "real",
+         "metric": "mean of CTA and CPA micro-F1", "score": 61.25}))
+    result = invoke("annotate", "t.csv", "--json")
+    assert result.exit_code == 0, result.output
+    assert "using models/phase3/control, the best on real in results/report/best.json" in result.stderr
+    out = json.loads(result.stdout)
+    assert out["checkpoint"] == "models/phase3/control"
+    assert out["fingerprint"] == checkpoint_fingerprint(tmp_path / "models" / "phase3" / "control")
+    assert invoke("annotate", "t.csv", "--checkpoint", "models/phase1/primary", "--json").exit_code == 0
+
+
+def test_ctrl_c_mid_run_leaves_no_output_file(tmp_path, checkpoint):
+    """SIGINT while a folder is being annotated: exit 130, the --out file not there, no temporary
+    left beside it."""
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    for i in range(600):  # a broken table every 50: the stderr lines that show the run is under way
+        (folder / f"t{i:04d}.csv").write_bytes(b"a,b\n\xff,1\n" if i % 50 == 0 else CSV.encode())
+    out = tmp_path / "labels.parquet"
+    env = dict(tool_env(ROOT), PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "aegir.cli", "annotate", str(folder), "--checkpoint",
+                             str(checkpoint), "--out", str(out), "--batch-size", "4"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "aegir: error:" in line and "t0050.csv" in line:  # 50 tables done, 550 to go
+            proc.send_signal(signal.SIGINT)
+            break
+    _, rest = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(seen) + rest
+    assert "interrupted" in rest and f"{out} not written" in rest
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".labels")]
 
 
 def test_evaluate_prepared_data_writes_json(tmp_path, checkpoint, prepared):

@@ -2,6 +2,7 @@
 
     aegir annotate my_table.csv                  # CTA type + CPA relation of every column
     aegir annotate t.parquet --json --top-k 3
+    aegir annotate tables/ more/*.csv.gz --out labels.parquet   # many tables, one row per column
     aegir evaluate --checkpoint models/phase1/primary --data data/prepared
     aegir evaluate --checkpoint models/phase1/primary --data /data/sotab_v2 --out eval.json
     aegir real-dev real_dev/                     # the real split as a SOTAB V2 directory
@@ -19,7 +20,7 @@ import click
 
 from aegir.errors import AegirError
 
-DEFAULT_CHECKPOINT = "models/phase1/primary"
+DEFAULT_CHECKPOINT = "models/phase1/primary"  # evaluate's default; annotate's: aegir.annotate.default_checkpoint
 
 
 def _fail(message: str) -> None:
@@ -38,30 +39,112 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("table", type=click.Path(path_type=Path))
-@click.option("--checkpoint", "-c", default=DEFAULT_CHECKPOINT, show_default=True,
-              type=click.Path(path_type=Path), help="checkpoint directory (model.safetensors + config.json): a Phase 1 model, "
-                   "models/phase3 (the orchestrator with its specialists), models/phase3/control or "
-                   "models/phase4 (the swarm: the orchestrator, its spawning policy and sub-agents)")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--checkpoint", "-c", default=None, type=click.Path(path_type=Path),
+              help="checkpoint directory (model.safetensors + config.json): a Phase 1 model, models/phase3 (the "
+                   "orchestrator with its specialists), models/phase3/control or models/phase4 (the swarm). "
+                   "Default: the one the pipeline's report found best on `real` (results/report/best.json), "
+                   f"else {DEFAULT_CHECKPOINT}")
+@click.option("--out", "-o", type=click.Path(path_type=Path),
+              help="write one row per column to this file instead of printing: .parquet, .csv or .jsonl")
 @click.option("--json", "as_json", is_flag=True, help="print machine-readable JSON")
 @click.option("--top-k", "-k", default=1, show_default=True, type=click.IntRange(1, 20),
               help="labels shown per column, best first")
-def annotate(table: Path, checkpoint: Path, as_json: bool, top_k: int) -> None:
-    """Annotate TABLE (CSV, Parquet, JSON lines or SOTAB .json.gz) with the trained model.
+@click.option("--batch-size", default=32, show_default=True, type=click.IntRange(1, 4096),
+              help="tables read and annotated together")
+@click.option("--strict", is_flag=True, help="stop at the first table that fails (default: report it, go on)")
+@click.option("--quiet", "-q", is_flag=True, help="no progress bar (there is none when stderr is not a terminal)")
+def annotate(paths: tuple[str, ...], checkpoint: Path | None, out: Path | None, as_json: bool, top_k: int,
+             batch_size: int, strict: bool, quiet: bool) -> None:
+    """Annotate tables with the trained model. Each PATH is a table file (CSV/TSV of any
+    delimiter, also .gz or .zst; Parquet; JSON lines; SOTAB .json.gz), a directory (its table
+    files, recursively) or a glob.
 
-    Column 0 is taken as the table's subject: every other column gets the CPA relation of
-    column 0 to it. With an orchestrator checkpoint (models/phase3) it also prints which frozen
+    Column 0 is taken as each table's subject: every other column gets the CPA relation of
+    column 0 to it. With an orchestrator checkpoint (models/phase3) it also says which frozen
     specialists the router activated for the table and the critical steps that took; with the
     swarm (models/phase4), the sub-agents it spawned (how many, which checkpoint, on which
     columns), whether deep search ran, and the critical and total steps.
+
+    The model is loaded once; a table that cannot be read is reported with its path and reason
+    and skipped (--strict: the run stops). Exit status 0 when every table was annotated, 1 when
+    any failed, 2 for a bad checkpoint or option. --out writes its file only when the run
+    completes: never half-written.
     """
-    from aegir.inference import annotate_table, format_annotations
+    from aegir.annotate import (Failure, annotate_files, annotate_workers, column_rows, default_checkpoint,
+                                find_tables, output_format, write_rows)
+    from aegir.inference import CheckpointAnnotator, format_annotations
+    from aegir.progress import progress
+    from aegir.train.memory import retain_freed_memory
 
     try:
-        result = annotate_table(table, checkpoint, top_k=top_k)
+        if out is not None:
+            output_format(out)
+        if checkpoint is None:
+            checkpoint, why = default_checkpoint()
+            click.echo(f"aegir: {why}", err=True)
+        files, problems = find_tables(paths)
+        retain_freed_memory()  # batch after batch reuses its buffers (aegir.train.memory)
+        annotator = CheckpointAnnotator(checkpoint, annotate_workers())
     except AegirError as exc:
         _fail(str(exc))
-    click.echo(json.dumps(result, indent=2, ensure_ascii=False) if as_json else format_annotations(result))
+    failures = [Failure(Path(p.path), p.problem) for p in problems]
+    one_table = len(paths) == 1 and len(files) == 1 and Path(paths[0]) == files[0]  # `aegir annotate t.csv`
+    bar = progress(total=len(files), desc="annotate", unit="table", disable=quiet or not _is_terminal(sys.stderr))
+
+    def report(failure: Failure) -> None:
+        failures.append(failure)
+        bar.write(f"aegir: error: {failure}", file=sys.stderr)
+        if strict:
+            raise _Stop
+
+    for failure in failures:
+        click.echo(f"aegir: error: {failure}", err=True)
+    if failures and strict:
+        sys.exit(1)
+    results: list[dict] = []
+    tables = 0
+    if not as_json and out is None:
+        click.echo(f"checkpoint: {annotator.checkpoint} (fingerprint {annotator.fingerprint[:16]})")
+    try:
+        for result in annotate_files(annotator, files, top_k, batch_size, report, bar.update):
+            tables += 1
+            if out is not None:
+                results.extend(column_rows(result, top_k))
+            elif as_json:
+                results.append(result)
+            else:
+                bar.clear()
+                click.echo("\n" + format_annotations(result))
+                bar.refresh()
+        bar.close()
+        if out is not None:
+            write_rows(out, results, top_k)
+            click.echo(f"wrote {out}: {len(results)} columns of {tables} tables ({annotator.checkpoint}, "
+                       f"fingerprint {annotator.fingerprint[:16]})", err=True)
+        elif as_json and not (one_table and failures):  # one table: its object (none when it failed)
+            click.echo(json.dumps(results[0] if one_table else results, indent=2, ensure_ascii=False))
+    except _Stop:
+        bar.close()
+        click.echo("aegir: stopped at the first failure (--strict)" + (f"; {out} not written" if out else ""),
+                   err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        bar.close()
+        click.echo("aegir: interrupted" + (f"; {out} not written" if out else ""), err=True)
+        sys.exit(130)
+    if failures:
+        click.echo(f"aegir: {len(failures)} of {len(files) + len(problems)} table(s) failed", err=True)
+        sys.exit(1)
+
+
+class _Stop(Exception):
+    """--strict: the first failure stops the run."""
+
+
+def _is_terminal(stream) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
 
 
 @main.command()

@@ -1,4 +1,4 @@
-"""Using a trained checkpoint: annotate one table, or score a checkpoint on a data directory.
+"""Using a trained checkpoint: annotate users' tables, or score a checkpoint on a data directory.
 
 A table is serialized exactly as the checkpoint's training data was (`prepare` params are
 recorded in its config.json), so what the model reads at inference matches what it learned on.
@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -17,11 +18,15 @@ from aegir.config import SOURCE_SPLITS, SPLITS, PrepareConfig, ReadingConfig, bu
 from aegir.data.dataset import Example, examples_from_tables, load_examples
 from aegir.data.prepared import split_path
 from aegir.errors import PIPELINE_HINT, DataError, is_pipeline_output
-from aegir.eval.grouped import TableReads, predict_tables, read_groups, split_reads, table_reads
+from aegir.data.table import SampledColumn, Table
+from aegir.eval.grouped import TableReads, predict_tables, read_groups, rows_read, split_reads, table_reads
 from aegir.eval.joint import repeats_of, table_decoder
 from aegir.eval.predict import TablePrediction, predict, score
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.checkpoint import load_checkpoint
+
+if TYPE_CHECKING:
+    from aegir.train.step import OneThreadWorkers
 
 
 @dataclass
@@ -37,6 +42,7 @@ class Annotator:
     read_views: int = 1  # row views read per table, their distributions averaged
     decode: Callable | None = None  # each table's joint decoding (aegir.eval.joint); None: columnwise argmax
     joint: dict[str, float] = field(default_factory=dict)  # its weights β per task, when it decodes
+    workers: OneThreadWorkers | None = None  # predict in these threads, one intra-op thread each
 
     def predictions(self, tables, examples: Sequence[Example], where: Path, top_k: int = 1) -> list[TablePrediction]:
         """One prediction per table (`examples[i]` is `tables[i]` serialized), each read as the
@@ -45,7 +51,8 @@ class Annotator:
                                  [e.table_id for e in examples], top_k)
 
     def predict_plan(self, plan: TableReads, table_ids: Sequence[str], top_k: int = 1) -> list[TablePrediction]:
-        return predict_tables(lambda reads, k: predict(self.model, reads, top_k=k, forward=self.forward),
+        return predict_tables(lambda reads, k: predict(self.model, reads, top_k=k, forward=self.forward,
+                                                       workers=self.workers),
                               plan, table_ids, top_k, self.decode)
 
     def steps(self, activation) -> dict[str, int]:
@@ -97,14 +104,17 @@ def _examples(tables, prepare: PrepareConfig, where: Path) -> list[Example]:
                                 prepare.compact_columns, prepare.compact_cell_bytes)
 
 
-def swarm_predictions(checkpoint: Path, tables, where: Path, top_k: int = 1, examples=None):
+def swarm_predictions(checkpoint: Path, tables, where: Path, top_k: int = 1, examples=None, swarm=None):
     """A Phase 4 swarm (`models/phase4`) on raw `tables`: (TablePrediction per table, the
     swarm's `TableResult` per table, the examples). The tables are serialized as its training
-    data was, unless their `examples` are given (prepared data)."""
+    data was, unless their `examples` are given (prepared data). `swarm`: (the swarm, its
+    `prepare` settings) when already loaded from `checkpoint`."""
     from aegir.swarm.swarm import load_swarm
 
-    swarm, config = load_swarm(checkpoint)
-    prepare = _prepare_of(config, checkpoint)
+    if swarm is None:
+        loaded, config = load_swarm(checkpoint)
+        swarm = (loaded, _prepare_of(config, checkpoint))
+    swarm, prepare = swarm
     examples = examples if examples is not None else _examples(tables, prepare, where)
     results = swarm.annotate(tables, examples, prepare, where)
     predictions = []
@@ -115,55 +125,120 @@ def swarm_predictions(checkpoint: Path, tables, where: Path, top_k: int = 1, exa
     return predictions, results, examples
 
 
-def annotate_table(path: Path, checkpoint: Path, top_k: int = 1) -> dict:
-    """Every column's top-k CTA labels and (columns ≥ 1) CPA relations, with confidences."""
-    from aegir.data.user_tables import read_user_table
-    from aegir.swarm.swarm import is_swarm_checkpoint
+SAMPLE_ROWS = 5  # the first rows of a file read besides the model's, for each column's sample cells
 
-    table = read_user_table(path)
-    if table.num_columns == 0 or table.num_rows == 0:
-        raise DataError(path, "the table is empty (no columns or no rows)")
-    swarm_result = None
-    if is_swarm_checkpoint(checkpoint):
-        (prediction,), (swarm_result,), _ = swarm_predictions(checkpoint, [table], path, top_k)
-        annotator = None
-    else:
-        annotator = load_for_inference(checkpoint)
-        prediction = annotator.predictions([table], _examples([table], annotator.prepare, path), path, top_k)[0]
-    cta, cpa = cta_vocab().labels, cpa_vocab().labels
-    columns = []
-    for c in range(table.num_columns):
-        sample = [cell for cell in table.columns[c] if cell not in (None, "")][:3]
-        columns.append({
-            "index": c,
-            "name": table.column_names[c] if table.column_names else None,
-            "sample": sample,
-            "cta": [{"label": cta[i], "confidence": round(float(p), 4)}
-                    for i, p in zip(prediction.cta_ids[c], prediction.cta_probs[c])],
-            "cpa": None if c == 0 else [{"label": cpa[i], "confidence": round(float(p), 4)}
-                                        for i, p in zip(prediction.cpa_ids[c], prediction.cpa_probs[c])],
-        })
-    result = {"table": str(path), "checkpoint": str(checkpoint), "rows": table.num_rows, "columns": columns}
-    if annotator is not None:
-        groups = read_groups(table.num_columns, annotator.read_columns)
-        if len(groups) > 1:  # wider than the checkpoint's read_columns: read in column groups
-            result["read_groups"] = [list(g) for g in groups]
-        result["read_views"] = annotator.read_views
-        if annotator.joint:
-            result["joint_decoding"] = annotator.joint
-    if swarm_result is not None:
-        r = swarm_result
-        result["swarm"] = {"subagents": r.subagents, "specialist": r.specialist,
-                           "groups": [list(g) for g in r.groups], "deep_search": r.deep,
-                           "deep_columns": list(r.deep_columns), "phase3_specialists": r.phase3_activated,
-                           "critical_steps": r.critical_steps, "total_steps": r.total_steps}
-    elif annotator.specialists:
-        result["specialists"] = {
-            "activated": [n for n, on in zip(annotator.specialists, prediction.activation) if on],
-            "available": annotator.specialists,
-            **annotator.steps(prediction.activation),
-        }
-    return result
+
+class CheckpointAnnotator:
+    """A checkpoint loaded once to annotate users' tables, any number of them: a plain model
+    or a Phase 3 orchestrator (an `Annotator`), or a Phase 4 swarm.
+
+    `read(path)` reads a file lazily: only the rows the checkpoint reads (`rows_read`) and the
+    first `SAMPLE_ROWS`, whatever the file's size. `annotate(tables, paths)` annotates a batch of
+    tables in one pass of the model: the streams of all of them batched together (so a table's
+    confidences may differ in their last digits with the tables beside it).
+    """
+
+    def __init__(self, checkpoint: Path, workers=None):
+        from aegir.model.checkpoint import checkpoint_fingerprint
+        from aegir.swarm.swarm import is_swarm_checkpoint, load_swarm
+
+        self.checkpoint = checkpoint
+        self.swarm = None
+        self.annotator: Annotator | None = None
+        if is_swarm_checkpoint(checkpoint):
+            self.swarm, config = load_swarm(checkpoint)
+            self.prepare = _prepare_of(config, checkpoint)
+        else:
+            self.annotator = load_for_inference(checkpoint)
+            self.annotator.workers = workers
+            self.prepare = self.annotator.prepare
+        self.fingerprint = checkpoint_fingerprint(checkpoint)
+
+    def rows_read(self, num_rows: int, table_id: str, num_columns: int) -> set[int]:
+        """The rows of a table this checkpoint's reads serialize (`aegir.eval.grouped.rows_read`,
+        `aegir.swarm.swarm.Swarm.rows_read`)."""
+        if self.swarm is not None:
+            return self.swarm.rows_read(num_rows, table_id, num_columns, self.prepare)
+        a = self.annotator
+        return rows_read(num_rows, table_id, num_columns, a.read_columns, a.read_views, self.prepare)
+
+    def read(self, path: Path) -> Table:
+        """The table of `path` with the rows this checkpoint reads and the first `SAMPLE_ROWS`."""
+        from aegir.data.user_tables import open_table
+
+        file = open_table(path)
+        rows = self.rows_read(file.num_rows, file.table_id, file.num_columns)
+        return file.read(rows | set(range(min(SAMPLE_ROWS, file.num_rows))))
+
+    def serialize(self, table: Table, path: Path) -> Example:
+        """`table` as the checkpoint's training data was serialized (the check that it can be:
+        a `ByteBudgetError` for a table wider than the byte budget)."""
+        return _examples([table], self.prepare, path)[0]
+
+    def annotate(self, tables: Sequence[Table], examples: Sequence[Example], paths: Sequence[Path],
+                 top_k: int = 1) -> list[dict]:
+        """One result per table (`examples[i]` is `serialize(tables[i], paths[i])`): every
+        column's top-k CTA labels and (columns ≥ 1) CPA relations with confidences, how the
+        checkpoint read the table, the checkpoint and its fingerprint."""
+        where = paths[0] if paths else Path(".")
+        if self.swarm is not None:
+            predictions, swarm_results, _ = swarm_predictions(self.checkpoint, tables, where, top_k,
+                                                              examples=list(examples), swarm=(self.swarm, self.prepare))
+        else:
+            predictions = self.annotator.predictions(tables, examples, where, top_k)
+            swarm_results = [None] * len(tables)
+        return [self._result(table, path, prediction, swarm_result)
+                for table, path, prediction, swarm_result in zip(tables, paths, predictions, swarm_results)]
+
+    def _result(self, table: Table, path: Path, prediction: TablePrediction, swarm_result) -> dict:
+        cta, cpa = cta_vocab().labels, cpa_vocab().labels
+        columns = []
+        for c in range(table.num_columns):
+            columns.append({
+                "index": c,
+                "name": table.column_names[c] if table.column_names else None,
+                "sample": sample_cells(table.columns[c]),
+                "cta": [{"label": cta[i], "confidence": round(float(p), 4)}
+                        for i, p in zip(prediction.cta_ids[c], prediction.cta_probs[c])],
+                "cpa": None if c == 0 else [{"label": cpa[i], "confidence": round(float(p), 4)}
+                                            for i, p in zip(prediction.cpa_ids[c], prediction.cpa_probs[c])],
+            })
+        result = {"table": str(path), "checkpoint": str(self.checkpoint), "fingerprint": self.fingerprint,
+                  "rows": table.num_rows, "columns": columns}
+        annotator = self.annotator
+        if annotator is not None:
+            groups = read_groups(table.num_columns, annotator.read_columns)
+            if len(groups) > 1:  # wider than the checkpoint's read_columns: read in column groups
+                result["read_groups"] = [list(g) for g in groups]
+            result["read_views"] = annotator.read_views
+            if annotator.joint:
+                result["joint_decoding"] = annotator.joint
+            if annotator.specialists:
+                result["specialists"] = {
+                    "activated": [n for n, on in zip(annotator.specialists, prediction.activation) if on],
+                    "available": annotator.specialists,
+                    **annotator.steps(prediction.activation),
+                }
+        else:
+            r = swarm_result
+            result["swarm"] = {"subagents": r.subagents, "specialist": r.specialist,
+                               "groups": [list(g) for g in r.groups], "deep_search": r.deep,
+                               "deep_columns": list(r.deep_columns), "phase3_specialists": r.phase3_activated,
+                               "critical_steps": r.critical_steps, "total_steps": r.total_steps}
+        return result
+
+
+def sample_cells(column, count: int = 3) -> list[str]:
+    """The first `count` non-empty cells of a column among the rows read."""
+    cells = column.read_rows() if isinstance(column, SampledColumn) else enumerate(column)
+    return [cell for _, cell in cells if cell not in (None, "")][:count]
+
+
+def annotate_table(path: Path, checkpoint: Path, top_k: int = 1) -> dict:
+    """One table's annotation (`CheckpointAnnotator.annotate`), the checkpoint loaded for it."""
+    annotator = CheckpointAnnotator(checkpoint)
+    table = annotator.read(path)
+    return annotator.annotate([table], [annotator.serialize(table, path)], [path], top_k)[0]
 
 
 def format_annotations(result: dict) -> str:
