@@ -102,10 +102,11 @@ def row_view(table: Table, view: int, views: int) -> Table:
     start = view_start(view, views, n)
     if start == 0:
         return table
-    order = [*range(start, n), *range(start)]
 
     def rotated(column):
-        return column.rotated(start) if isinstance(column, SampledColumn) else tuple(column[i] for i in order)
+        if isinstance(column, SampledColumn):
+            return column.rotated(start)  # no list of the n rows: a file's may be millions long
+        return tuple(column[i] for i in range(start, n)) + tuple(column[i] for i in range(start))
 
     return Table(table_id=table.table_id, columns=tuple(rotated(column) for column in table.columns),
                  cta=table.cta, cpa=table.cpa, domain=table.domain, column_names=table.column_names)
