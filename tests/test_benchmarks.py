@@ -158,3 +158,27 @@ def test_memory_benchmark_measures_both_modes_in_fresh_processes(tmp_path, capsy
     assert [line.split(":")[0].strip() for line in lines] == ["default", "retained", "median of default",
                                                               "median of retained"]
     assert all("faults" in line and "wall" in line for line in lines)
+
+
+def test_annotate_benchmark_times_every_checkpoint_kind_and_one_process_per_table(tmp_path, capsys):
+    """bench_annotate on tiny params: untrained checkpoints built for the three kinds (none under
+    --models), a folder of synthetic tables annotated by each, and one table in its own process."""
+    import yaml
+
+    from conftest import ROOT, TINY_PARAMS_OVERRIDE, deep_update
+
+    params = deep_update(yaml.safe_load((ROOT / "params.yaml").read_text()), TINY_PARAMS_OVERRIDE)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    figures = load("bench_annotate").main(["--params", str(tmp_path / "params.yaml"), "--tables", "6",
+                                           "--batch-size", "4", "--per-process", "1", "--long-rows", "3000",
+                                           "--models", str(tmp_path / "no-models"), "--json", str(tmp_path / "b.json")])
+    assert set(figures["kinds"]) == {"phase1", "phase3", "phase4"}
+    for kind, row in figures["kinds"].items():
+        assert row["tables"] == 6 and row["tables_per_s"] > 0 and row["origin"].startswith("untrained"), kind
+        assert row["max_columns"] <= params["synthetic"]["max_columns"]
+    assert len(figures["kinds"]["phase1"]["per_process_s"]) == 1 and "mean_subagents" in figures["kinds"]["phase4"]
+    assert json.loads((tmp_path / "b.json").read_text()) == figures
+    (long,) = figures["long_csv"]
+    assert long["rows"] == 3000 and 0.05 < long["mb"] < 0.2 and long["peak_mb"] > 0
+    out = capsys.readouterr().out
+    assert "phase4 (untrained, built from params.yaml): 6 tables" in out and "one process per table:" in out
