@@ -1,7 +1,7 @@
 """Run the training stages (phase1 for every agent → phase2 → phase3 [→ phase4]) outside DVC, on
 whatever device accelerate finds, with params overrides, into a directory of their own.
 
-    python scripts/device_pipeline.py --root runs/gpu --set agents.primary.preset=gpu \
+    python scripts/device_pipeline.py --root runs/gpu --set primary.preset=gpu \
         --launch "accelerate launch --config_file workflow/accelerate/gpu.yaml --num_processes 1"
 
 What it is for: a machine that has the stages' code and prepared data (`data/prepared`, made by
@@ -10,8 +10,8 @@ git history, e.g. a GPU node: the figures of the `gpu` preset in the README were
 The same commands as `dvc.yaml`'s stages, each with `--params <root>/params.yaml` (params.yaml
 with the `--set` overrides applied and checked by aegir.config) and its outputs under `<root>`
 (`models/`, `results/`, `state/`, as in the repository). A killed run resumes from `<root>/state`
-as the DVC stages do. `--agents-together` trains the phase1 agents at once, sharing the
-device (the small specialists leave most of a GPU idle). Prints, at the end, the wall time of each stage and the micro-F1 of every
+as the DVC stages do. `--agents-together` trains the specialists at once after the primary (they start from
+its checkpoint), sharing the device. Prints, at the end, the wall time of each stage and the micro-F1 of every
 model it trained on every split, and writes them to `<root>/summary.json`.
 """
 
@@ -99,15 +99,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, required=True, help="where models/, results/, state/ go")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a params override, e.g. agents.primary.preset=gpu (repeatable)")
+                        help="a params override, e.g. primary.preset=gpu (repeatable)")
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument("--data", type=Path, default=Path("data/prepared"))
     parser.add_argument("--launch", default="accelerate launch --config_file workflow/accelerate/cpu.yaml",
                         help="how the training stages are launched")
     parser.add_argument("--through", choices=["phase3", "phase4"], default="phase3")
     parser.add_argument("--agents-together", action="store_true",
-                        help="train the phase1 agents at once (one device shared; each agent's seconds "
-                             "then include the others' load)")
+                        help="train the specialists at once, after the primary (one device shared; each "
+                             "specialist's seconds then include the others' load)")
     args = parser.parse_args()
     if not (args.data / "train.parquet").exists():
         raise SystemExit(f"{args.data}: no prepared data (run `dvc repro prepare` first)")
@@ -127,11 +127,12 @@ def main() -> None:
     state = root / "state"
 
     seconds: dict[str, float] = {}
-    phase1 = {f"phase1@{agent}": [*launch, "-m", "aegir.stages.phase1", "--agent", agent, *common,
+    phase1 = {("primary" if agent == "primary" else f"phase1@{agent}"): [*launch, "-m", "aegir.stages.phase1", "--agent", agent, *common,
                                   "--out", str(models / "phase1" / agent),
                                   "--metrics", str(results / "phase1" / agent),
                                   "--state", str(state / "phase1" / agent)] for agent in params.agents}
-    if args.agents_together:
+    if args.agents_together:  # the primary first: the specialists start from its checkpoint
+        seconds["primary"] = run(phase1.pop("primary"), root / "logs" / "primary.log")
         seconds.update(run_together(phase1, root / "logs"))
     else:
         for name, command in phase1.items():
@@ -149,7 +150,7 @@ def main() -> None:
              "--models", str(models / "phase1"), "--out", str(models / "phase4"),
              "--metrics", str(results / "phase4"), "--state", str(state / "phase4")], root / "logs" / "phase4.log")
 
-    f1 = {f"phase1@{agent}": micro_f1(results / "phase1" / agent / "scores.json") for agent in params.agents}
+    f1 = {("primary" if agent == "primary" else f"phase1@{agent}"): micro_f1(results / "phase1" / agent / "scores.json") for agent in params.agents}
     for model in ("control", "fused"):
         f1[f"phase3 {model}"] = micro_f1(results / "phase3" / "scores.json", model)
     if args.through == "phase4":

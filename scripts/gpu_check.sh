@@ -3,7 +3,7 @@
 # (no DVC cache needed), writing its logs and results under $1 (default runs/gpu-check):
 #   1. the CUDA tests (tests/test_cuda.py);
 #   2. the whole training pipeline with the `gpu` primary through phase3 on one GPU
-#      (scripts/device_pipeline.py, workflow/accelerate/gpu1.yaml, the phase1 agents at once);
+#      (scripts/device_pipeline.py, workflow/accelerate/gpu1.yaml, the specialists at once after the primary);
 #   3. the training-throughput benchmark of the presets (benchmarks/bench_device.py).
 # Each part gets a share of a wall-clock budget (AEGIR_GPU_CHECK_SECONDS, default 560), so a
 # slow part is stopped and what finished is still written. No resume states are saved during
@@ -40,7 +40,7 @@ timeout 100 python3 -m pytest -q -n 0 -p no:cacheprovider tests/test_cuda.py 2>&
 echo "== pipeline, gpu preset, through phase3 ($(left) s left)"
 rm -rf runs/gpu
 timeout "$(limit 75)" python3 scripts/device_pipeline.py --root runs/gpu --agents-together \
-    --set agents.primary.preset=gpu --set launch.accelerate_config=workflow/accelerate/gpu1.yaml \
+    --set primary.preset=gpu --set launch.accelerate_config=workflow/accelerate/gpu1.yaml \
     --set phase1.checkpoint_every=0 --set phase3.checkpoint_every=0 \
     --launch "accelerate launch --config_file workflow/accelerate/gpu1.yaml" 2>&1 | tee "$out/pipeline.log"
 echo "pipeline exit ${PIPESTATUS[0]} at $(( $(date +%s) - started )) s"

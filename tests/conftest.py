@@ -25,13 +25,14 @@ TINY_PARAMS_OVERRIDE = {
         "missing_values_tables": 12, "format_heterogeneity_tables": 12,
         "min_rows": 3, "max_rows": 6, "min_columns": 3, "max_columns": 5,
         "wide_tables": 6, "wide_min_columns": 6, "wide_max_columns": 10, "wide_train_tables": 4,
+        "specialist_train_tables": 40,
     },
     "prepare": {"byte_budget": 512, "max_rows": 6},
     "baselines": {"max_features": 5000},
-    "agents": {
-        "primary": {"preset": "tiny", "seed": 0},
-        "places": {"preset": "tiny", "seed": 1, "train_tables": 40},  # the cap (params.yaml: 9000 of 11200)
-        "media": {"preset": "tiny", "seed": 2, "train_tables": 40},
+    "primary": {"preset": "tiny", "seed": 0},
+    "specialists": {  # as params.yaml's: from the primary, on their domains' `specialist_train` tables
+        "places": {"preset": "tiny", "seed": 1, "extra_tables": 40},
+        "media": {"preset": "tiny", "seed": 2, "extra_tables": 40},
     },
     "phase1": {"epochs": 1, "batch_size": 8, "max_steps": 6, "warmup_steps": 2, "eval_every": 4,
                "log_every": 2, "checkpoint_every": 3},

@@ -37,7 +37,15 @@ def test_project_params_parse():
         ({"phase4": {"step_cost": 5.0}}, "phase4.step_cost"),
         ({"phase1": {"label_smoothing": 1.0}}, "phase1.label_smoothing"),
         ({"phase3": {"label_smoothing": -0.1}}, "phase3.label_smoothing"),
-        ({"agents": {"primary": {"train_tables": 0}}}, "agents.train_tables"),
+        ({"primary": {"train_tables": -1}}, "primary.train_tables"),
+        ({"specialists": {"x": {"domains": ["Nowhere"]}}}, "specialists.x.domains"),
+        ({"specialists": {"x": {"extra_tables": -1}}}, "specialists.x.extra_tables"),
+        ({"presets": {"cpu": {}}, "specialists": {"x": {"init": "media"}}}, "specialists.x.init"),
+        ({"presets": {"cpu": {}, "small": {}}, "specialists": {"x": {"init": "primary", "preset": "small"}}},
+         "specialists.x.init"),
+        ({"presets": {"cpu": {}}, "primary": {"init": "primary"}}, "primary.init"),
+        ({"specialists": {"primary": {}}}, "specialists.primary"),
+        ({"synthetic": {"specialist_train_tables": -5}}, "synthetic.specialist_train_tables"),
     ],
 )
 def test_bad_params_name_the_key(raw, key):

@@ -57,7 +57,7 @@ def test_a_missing_dep_is_reported(stages):
 OLD_DEPS = {
     "prepare": ("src/aegir/stages/prepare.py", "src/aegir/data/synth", "src/aegir/data/tables.py",
                 "src/aegir/data/serialize.py", "src/aegir/data/table.py", "src/aegir/labels"),
-    "phase1@primary": ("data/prepared", "src/aegir/stages/phase1.py", "src/aegir/model", "src/aegir/data/dataset.py",
+    "primary": ("data/prepared", "src/aegir/stages/phase1.py", "src/aegir/model", "src/aegir/data/dataset.py",
                        "src/aegir/train", "src/aegir/eval"),
 }
 
@@ -70,7 +70,7 @@ def test_the_deps_before_this_check_fail_it(stages):
                for name, deps in OLD_DEPS.items()}
     assert {"src/aegir/config.py", "src/aegir/errors.py"} <= missing["prepare"]
     assert {"src/aegir/config.py", "src/aegir/data/batch.py", "src/aegir/data/serialize.py",
-            "src/aegir/data/prepared.py", "src/aegir/labels/__init__.py"} <= missing["phase1@primary"]
+            "src/aegir/data/prepared.py", "src/aegir/labels/__init__.py"} <= missing["primary"]
 
 
 def test_closure_follows_lazy_imports_strings_and_package_data(tmp_path):

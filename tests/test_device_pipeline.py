@@ -23,15 +23,15 @@ def load_script():
 
 def test_overrides_set_nested_keys_as_yaml_values():
     script = load_script()
-    params = {"agents": {"primary": {"preset": "cpu"}}, "phase1": {}, "phase4": {"scaling_n": [0, 1]}}
-    out = script.apply_overrides(params, ["agents.primary.preset=gpu", "phase4.scaling_n=[0, 2, 4]",
+    params = {"primary": {"preset": "cpu"}, "phase1": {}, "phase4": {"scaling_n": [0, 1]}}
+    out = script.apply_overrides(params, ["primary.preset=gpu", "phase4.scaling_n=[0, 2, 4]",
                                           "phase1.max_steps=5"])
-    assert out["agents"]["primary"]["preset"] == "gpu" and out["phase4"]["scaling_n"] == [0, 2, 4]
+    assert out["primary"]["preset"] == "gpu" and out["phase4"]["scaling_n"] == [0, 2, 4]
     assert out["phase1"]["max_steps"] == 5
     with pytest.raises(SystemExit, match="no section 'nope'"):
         script.apply_overrides(params, ["nope.key=1"])
     with pytest.raises(SystemExit, match="expected key.path=value"):
-        script.apply_overrides(params, ["agents.primary.preset"])
+        script.apply_overrides(params, ["primary.preset"])
 
 
 def run_script(*args, cwd=ROOT):

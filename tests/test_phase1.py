@@ -55,6 +55,71 @@ def test_an_agent_capped_at_n_train_tables_reads_the_first_n_of_its_domains(tiny
         training_examples(data, AgentConfig(train_tables=61))
 
 
+def test_a_specialist_reads_its_domains_of_specialist_train_which_the_primary_never_reads(tiny_setup):
+    """`extra_tables: n`: after its `train` tables (none with `train_tables: 0`), the agent's
+    domains among the first n tables of `specialist_train`, in that split's order; the primary
+    (no extra tables) reads none of them; more than the split holds fails naming the file."""
+    from aegir.config import AgentConfig
+    from aegir.data.dataset import load_examples
+    from aegir.errors import DataError
+    from aegir.stages.phase1 import training_examples
+
+    data = tiny_setup / "data"
+    train, extra = load_examples(data, "train"), load_examples(data, "specialist_train")
+    assert len(extra) == 40 and not {e.table_id for e in extra} & {e.table_id for e in train}
+    assert all(e.table_id.startswith("synth_specialist_train_") for e in extra)
+    domains = tuple(sorted({e.domain for e in extra[:20]}))[:3]
+    got = training_examples(data, AgentConfig(domains=domains, train_tables=0, extra_tables=20))
+    assert [e.table_id for e in got] == [e.table_id for e in extra[:20] if e.domain in domains] and got
+    both = training_examples(data, AgentConfig(domains=domains, train_tables=10, extra_tables=20))
+    assert [e.table_id for e in both] == [e.table_id for e in train[:10] if e.domain in domains] + \
+        [e.table_id for e in got]
+    assert not {e.table_id for e in training_examples(data, AgentConfig())} & {e.table_id for e in extra}
+    with pytest.raises(DataError, match=r"specialist_train\.parquet.*asks for 41 tables; the split has 40"):
+        training_examples(data, AgentConfig(extra_tables=41))
+
+
+def test_a_specialist_starts_from_the_primary_and_is_scored_beside_it(tiny_setup):
+    """`init: primary`: the specialist's first step starts from the primary's weights (its run,
+    and its checkpoint, name the primary's checkpoint by fingerprint), and its scores hold the
+    primary's F1 on its own domains' tables — the figures the primary itself gives there when
+    scored afresh — and the margin between the two."""
+    from accelerate import Accelerator
+
+    from aegir.config import AgentConfig, load_params
+    from aegir.eval.joint import LabelRepeats
+    from aegir.labels import label_counts
+    from aegir.model.checkpoint import checkpoint_fingerprint, load_checkpoint
+    from aegir.stages.phase1 import final_scores
+
+    root = tiny_setup
+    models = root / "spec" / "models"
+    for agent in ("primary", "places"):  # the stage layout: models/<agent>, the primary beside
+        cmd = [sys.executable, "-m", "aegir.stages.phase1", "--agent", agent, "--params", "params.yaml", "--data",
+               "data", "--out", f"spec/models/{agent}", "--metrics", f"spec/metrics/{agent}", "--state",
+               f"spec/state/{agent}"]
+        proc = subprocess.run(cmd, cwd=root, env=tool_env(ROOT), capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    config = json.loads((models / "places" / "config.json").read_text())
+    assert config["init_fingerprint"] == checkpoint_fingerprint(models / "primary")
+    assert config["agent_config"]["init"] == "primary"
+    primary, primary_config = load_checkpoint(models / "primary")
+    specialist, _ = load_checkpoint(models / "places")
+    assert any(not torch.equal(a, b) for a, b in zip(primary.state_dict().values(), specialist.state_dict().values()))
+
+    params = load_params(root / "params.yaml")
+    scores = json.loads((root / "spec" / "metrics" / "places" / "scores.json").read_text())
+    repeats = LabelRepeats.from_json(primary_config["label_repeats"], label_counts(), "primary")
+    afresh = final_scores(primary, AgentConfig(preset="tiny", domains=params.specialists["places"].domains),
+                          root / "data", params.phase1, params.prepare, params.reading,
+                          Accelerator(cpu=True), None, "primary", None, repeats)["in_domain"]
+    assert scores["in_domain_primary"] == afresh
+    for task in ("cta", "cpa"):
+        assert set(scores["in_domain_margin"][task]) == set(scores["in_domain"][task])
+        for split, margin in scores["in_domain_margin"][task].items():
+            assert margin == round(scores["in_domain"][task][split]["micro_f1"] - afresh[task][split]["micro_f1"], 4)
+
+
 def phase1_cmd(run: str, agent: str = "primary") -> list[str]:
     return ["-m", "aegir.stages.phase1", "--agent", agent, "--params", "params.yaml", "--data", "data",
             "--out", f"{run}/model", "--metrics", f"{run}/metrics", "--state", f"{run}/state"]

@@ -38,8 +38,9 @@ PHASE2 = {"batches": 2, "batch_size": 4, "rollouts": 8, "ascent_steps": 12, "asc
 def tiny_params(**phase2_overrides) -> dict:
     return {
         "presets": {"tiny": dict(PRESETS["tiny"])},
-        "agents": {"primary": {"preset": "tiny"}, "hotel": {"preset": "tiny", "domains": ["Hotel"]},
-                   "book": {"preset": "tiny", "domains": ["Book"], "seed": 2}},
+        "primary": {"preset": "tiny"},
+        "specialists": {"hotel": {"preset": "tiny", "domains": ["Hotel"]},
+                        "book": {"preset": "tiny", "domains": ["Book"], "seed": 2}},
         "phase2": {**PHASE2, **phase2_overrides},
     }
 
@@ -175,7 +176,7 @@ def test_config_errors_name_the_key():
 
 def test_missing_specialists_and_small_split_are_clear_errors(setup, tmp_path):
     raw = tiny_params()
-    raw["agents"] = {"primary": {"preset": "tiny"}}
+    raw["specialists"] = {}
     with pytest.raises(ConfigError, match="at least one specialist"):
         phase2.load_agents(parse_params(raw), setup / "models")
     params = parse_params(tiny_params(batch_size=64))

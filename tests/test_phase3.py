@@ -47,7 +47,7 @@ def tiny_phase1(tmp_path_factory):
     params["reading"] = {"columns": 0, "views": 1}
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     run_module(root, "aegir.stages.prepare", "--params", "params.yaml", "--out", "data", "--stats", "stats.json")
-    for agent in params["agents"]:
+    for agent in ["primary", *params["specialists"]]:  # the primary first: the specialists start from it
         run_module(root, "aegir.stages.phase1", "--agent", agent, "--params", "params.yaml", "--data", "data",
                    "--out", f"models/{agent}", "--metrics", f"p1/{agent}", "--state", f"p1state/{agent}")
     run_module(root, "aegir.stages.phase2", "--params", "params.yaml", "--data", "data", "--models", "models",

@@ -110,7 +110,7 @@ def test_metrics_show_only_headline_figures(project):
     # every key path names its model, so no two files share a column and none needs its file's
     # name in front (the first dvc.yaml showed about 450 figures; 360 before this layout)
     columns = [leaves(d) for d in data.values()]
-    assert sum(columns) == 12 + 3 + 4 * (1 + 3 + 2 + 1) + 5, columns  # prepare: 9 splits + 3
+    assert sum(columns) == 13 + 3 + 4 * (1 + 3 + 2 + 1) + 5, columns  # prepare: 10 splits + 3
 
 
 def test_status_clean_after_repro(project):
@@ -269,13 +269,13 @@ def test_snakemake_runs_the_same_dag_with_the_same_outputs_and_resumes_a_killed_
     # kill Snakemake (and its job) with SIGKILL once the primary has saved a training state
     profile = ["--profile", "workflow/profiles/local", "--cores", "2"]
     run_tool(snake, "snakemake", *profile, "prepare")
-    kill_at_saved_step(["snakemake", *profile, "phase1_primary"], snake, tool_env(snake),
+    kill_at_saved_step(["snakemake", *profile, "primary"], snake, tool_env(snake),
                        snake / "state/phase1/primary/state.json", 3)
     assert not (snake / "models/phase1/primary/model.safetensors").exists()
 
     run_tool(snake, "snakemake", "--unlock")  # the killed run's lock
     run_tool(snake, "snakemake", *profile, "report", timeout=1800)  # and so every stage before it
-    assert "resuming primary at step 3" in (snake / "logs/phase1_primary.log").read_text()
+    assert "resuming primary at step 3" in (snake / "logs/primary.log").read_text()
     # resumed under Snakemake, uninterrupted under DVC: the same bytes, curves included
     assert tree_digest(snake, REPRODUCIBLE) == tree_digest(project, REPRODUCIBLE)
     # and Snakemake's own bookkeeping agrees there is nothing left to do
@@ -343,7 +343,7 @@ def test_data_param_marks_prepare_and_every_dependent_changed(project):
     proc = run_tool(project, "dvc", "repro", "--single-item", "prepare")
     assert ran_stages(proc.stdout) == {"prepare"}
     changed = set(json.loads(run_tool(project, "dvc", "status", "--json").stdout))
-    assert {"baselines", "phase1@primary", "phase1@places", "phase1@media"} <= changed  # new data → rerun
+    assert {"baselines", "primary", "phase1@places", "phase1@media"} <= changed  # new data → rerun
 
 
 def test_dvc_repro_trains_the_models_before_the_baselines():
@@ -357,5 +357,5 @@ def test_dvc_repro_trains_the_models_before_the_baselines():
     with Repo(str(ROOT)) as repo:
         order = [stage.addressing for stage in plan_repro(repo.index.graph)]
     assert order[0] == "prepare" and order[-1] == "report"
-    assert order.index("baselines") > max(order.index(s) for s in ("phase1@primary", "phase1@places",
+    assert order.index("baselines") > max(order.index(s) for s in ("primary", "phase1@places",
                                                                     "phase1@media", "phase2", "phase3"))

@@ -31,14 +31,18 @@ DOMAINS = (
 # Every prepared directory holds all of SPLITS; only TRAIN_SPLIT is ever trained on by a model.
 # Beside them it holds SWARM_TRAIN_SPLIT: synthetic many-column tables (like `wide`, other
 # tables) on which Phase 4 trains its spawning policy and merge, so that the policy meets wide
-# tables in training; no model of Phases 1–3 reads it and no report scores it.
+# tables in training; no model of Phases 1–3 reads it and no report scores it. And
+# SPECIALIST_TRAIN_SPLIT: more synthetic tables of the ordinary kind (other tables: the split
+# name is in every seed) that only the specialists train on (`specialists.<name>.extra_tables`, their
+# domains' tables), so that each specialist has read more of its domains than the primary has.
 SOURCE_SPLITS = ("train", "valid", "test", "corner_cases", "missing_values", "format_heterogeneity")
 REAL_SPLIT = "real"  # the real-table development set (aegir.data.real): scored, never trained on
 EVAL_ONLY_SPLITS = (REAL_SPLIT, "wide")
 SPLITS = SOURCE_SPLITS + EVAL_ONLY_SPLITS
 TRAIN_SPLIT = "train"
 SWARM_TRAIN_SPLIT = "wide_train"
-PREPARED_SPLITS = SPLITS + (SWARM_TRAIN_SPLIT,)  # the files of a prepared directory
+SPECIALIST_TRAIN_SPLIT = "specialist_train"
+PREPARED_SPLITS = SPLITS + (SWARM_TRAIN_SPLIT, SPECIALIST_TRAIN_SPLIT)  # the files of a prepared directory
 EVAL_SPLITS = tuple(split for split in SPLITS if split != TRAIN_SPLIT)  # scored in every report
 
 
@@ -67,11 +71,14 @@ class SyntheticConfig:
     wide_min_columns: int = 15  # its columns per table, subject included, drawn uniformly
     wide_max_columns: int = 40
     wide_train_tables: int = 64  # tables of the same kind in SWARM_TRAIN_SPLIT (Phase 4's training only)
+    specialist_train_tables: int = 0  # tables of SPECIALIST_TRAIN_SPLIT (the specialists' training only)
 
     def __post_init__(self) -> None:
         check_config(1 <= self.wide_tables <= 10_000_000, "synthetic.wide_tables", f"must be ≥ 1, got {self.wide_tables}")
         check_config(1 <= self.wide_train_tables <= 10_000_000, "synthetic.wide_train_tables",
                      f"must be ≥ 1, got {self.wide_train_tables}")
+        check_config(0 <= self.specialist_train_tables <= 10_000_000, "synthetic.specialist_train_tables",
+                     f"must be in [0, 10000000], got {self.specialist_train_tables}")
         check_config(2 <= self.wide_min_columns <= self.wide_max_columns <= 200, "synthetic.wide_max_columns",
                      f"need 2 ≤ wide_min_columns ≤ wide_max_columns ≤ 200, got "
                      f"{self.wide_min_columns}..{self.wide_max_columns}")
@@ -150,15 +157,19 @@ class AgentConfig:
     domains: tuple[str, ...] = ()  # train only on tables of these domains; empty = all
     seed: int = 0  # init and batch-order seed
     epochs: int | None = None  # overrides phase1.epochs for this agent
-    train_tables: int | None = None  # train on the first this many `train` tables (before `domains`); None: all
+    train_tables: int | None = None  # train on the first this many `train` tables (before `domains`); None: all, 0: none
+    extra_tables: int = 0  # also the first this many `specialist_train` tables (before `domains`): tables the primary never reads
+    init: str | None = None  # "primary": a specialist starts from the Phase 1 primary's checkpoint (same preset); null: afresh
 
     def __post_init__(self) -> None:
         unknown = [d for d in self.domains if d not in DOMAINS]
-        check_config(not unknown, "agents.domains", f"unknown domain(s) {unknown}; known: {', '.join(DOMAINS)}")
-        check_config(self.epochs is None or 1 <= self.epochs <= 10_000, "agents.epochs",
+        check_config(not unknown, "domains", f"unknown domain(s) {unknown}; known: {', '.join(DOMAINS)}")
+        check_config(self.epochs is None or 1 <= self.epochs <= 10_000, "epochs",
                f"must be in [1, 10000], got {self.epochs}")
-        check_config(self.train_tables is None or 1 <= self.train_tables <= 10_000_000, "agents.train_tables",
-               f"must be in [1, 10000000], got {self.train_tables}")
+        check_config(self.train_tables is None or 0 <= self.train_tables <= 10_000_000, "train_tables",
+               f"must be in [0, 10000000], got {self.train_tables}")
+        check_config(0 <= self.extra_tables <= 10_000_000, "extra_tables",
+                     f"must be in [0, 10000000], got {self.extra_tables}")
 
 
 @dataclass(frozen=True)
@@ -513,7 +524,12 @@ def build(cls: type, mapping: dict[str, Any], prefix: str) -> Any:
     if unknown:
         raise ConfigError(f"{prefix}.{unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
     kwargs = {name: _coerce(value, hints[name], f"{prefix}.{name}") for name, value in mapping.items()}
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except ConfigError as exc:  # a check that names its key alone (AgentConfig's) gets the path
+        if str(exc).startswith(f"{prefix}.") or f"{str(exc).partition(':')[0]}" not in known:
+            raise
+        raise ConfigError(f"{prefix}.{exc}") from None
 
 
 @dataclass(frozen=True)
@@ -551,7 +567,8 @@ SECTIONS: dict[str, Any] = {
     "baselines": BaselinesConfig,
     "launch": LaunchConfig,  # the accelerate config of the training stages
     "presets": dict[str, dict[str, Any]],  # model size presets; checked against AegirConfig
-    "agents": dict[str, AgentConfig],  # "primary" + specialists, one phase1 item each
+    "primary": AgentConfig,  # the generalist: stage `primary`; Phase 3 trains it further
+    "specialists": dict[str, AgentConfig],  # the frozen experts Phase 3 fuses: one `phase1` item each
     "phase1": Phase1Config,
     "reading": ReadingConfig,  # how scoring and annotating read a table
     "lambda": LambdaConfig,  # λ1/λ2 per phase and the phase boundaries
@@ -574,6 +591,11 @@ class Params:
         except KeyError:
             raise AttributeError(name) from None
 
+    @property
+    def agents(self) -> dict[str, AgentConfig]:
+        """Every model Phase 1 trains, by name: "primary" first, then the specialists."""
+        return {"primary": self.sections["primary"], **self.sections["specialists"]}
+
 
 def parse_params(raw: dict[str, Any], source: str = "params.yaml") -> Params:
     """Validate a params mapping; every section in `SECTIONS` is built (missing → defaults)."""
@@ -592,17 +614,25 @@ def parse_params(raw: dict[str, Any], source: str = "params.yaml") -> Params:
             raise ConfigError(f"{name}: expected a mapping, got {value!r}")
         sections[name] = _coerce(value, tp, name)
     params = Params(sections=sections)
-    _check_cross_references(params)
+    if "primary" in raw or "specialists" in raw:  # a file without them names no preset to check
+        _check_cross_references(params)
     return params
 
 
 def _check_cross_references(params: Params) -> None:
-    if params.agents:
-        check_config("primary" in params.agents, "agents", "must define the 'primary' agent")
-        for name, agent in params.agents.items():
-            check_config(agent.preset in params.presets, f"agents.{name}.preset",
-                   f"unknown preset {agent.preset!r}; known: {', '.join(params.presets) or 'none'}")
-
+    check_config("primary" not in params.specialists, "specialists.primary",
+                 "the name 'primary' is the `primary` section's; give the specialist another")
+    for name, agent in params.agents.items():
+        key = "primary" if name == "primary" else f"specialists.{name}"
+        check_config(agent.preset in params.presets, f"{key}.preset",
+                     f"unknown preset {agent.preset!r}; known: {', '.join(params.presets) or 'none'}")
+        if agent.init is None:
+            continue
+        check_config(name != "primary", "primary.init", "the primary starts from a fresh model (null)")
+        check_config(agent.init == "primary", f"{key}.init",
+                     f"a specialist starts from the primary's checkpoint ('primary') or afresh (null), got {agent.init!r}")
+        check_config(params.primary.preset == agent.preset, f"{key}.init",
+                     f"the primary has preset {params.primary.preset!r}, {name!r} {agent.preset!r}: they must match")
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:

@@ -33,7 +33,7 @@ import yaml
 class StageSpec:
     """One resolved DVC stage.
 
-    name: DVC's stage name (`phase1@primary` for a foreach item).
+    name: DVC's stage name (`phase1@places` for a foreach item).
     group: the name before `@` (the Snakemake target that gathers a foreach stage's items).
     deps: file and directory dependencies, relative to the repository root.
     params: the params.yaml keys the stage declares (dotted), with their current values.

@@ -114,3 +114,19 @@ class StoredReads:
             columns = f.get_tensor(f"{split}/columns").tolist()
             per_task = {task: f.get_tensor(f"{split}/{task}").split(columns) for task in TASKS}
         return [{task: per_task[task][i] for task in TASKS} for i in range(len(columns))]
+
+
+def stored_predictions(store: StoredReads, split: str, reads: Sequence[Example]) -> list[TablePrediction] | None:
+    """One prediction per read, every label best first, from the distributions `store` holds for
+    `split` (None when it holds other reads): what the checkpoint's model predicted there."""
+    distributions = store.split(split, reads)
+    if distributions is None:
+        return None
+    out = []
+    for read, dist in zip(reads, distributions):
+        # as the model's own predictions were ranked (aegir.eval.predict.predictions_from_probs)
+        cta_p, cta_i = dist["cta"].topk(dist["cta"].shape[-1], dim=-1)
+        cpa_p, cpa_i = dist["cpa"].topk(dist["cpa"].shape[-1], dim=-1)
+        out.append(TablePrediction(table_id=read.table_id, cta_ids=cta_i.numpy(), cta_probs=cta_p.numpy(),
+                                   cpa_ids=cpa_i.numpy(), cpa_probs=cpa_p.numpy(), activation=None))
+    return out

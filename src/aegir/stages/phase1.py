@@ -39,8 +39,10 @@ Outputs (paths from the command line; dvc.yaml names them once):
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -49,7 +51,7 @@ from accelerate import Accelerator
 from accelerate.utils import gather_object
 
 from aegir import atomic
-from aegir.config import (EVAL_SPLITS, SPLITS, TRAIN_SPLIT, AgentConfig, Params, Phase1Config, PrepareConfig,
+from aegir.config import (EVAL_SPLITS, SPECIALIST_TRAIN_SPLIT, SPLITS, TRAIN_SPLIT, AgentConfig, Params, Phase1Config, PrepareConfig,
                           ReadingConfig, build, load_params)
 from aegir.data.dataset import Example, collate, examples_from_arrow, length_grouped_batches, load_examples
 from aegir.data.prepared import fingerprint as data_fingerprint, read_split, split_path
@@ -59,10 +61,10 @@ from aegir.eval.joint import CONFIG_KEY as JOINT_CONFIG_KEY
 from aegir.eval.joint import LabelRepeats, label_repeats, table_decoder
 from aegir.eval.metrics import headline, wall_minutes
 from aegir.eval.predict import TablePrediction, predict, score
-from aegir.eval.reads import READS_FILE, dense_distributions, save_eval_reads
+from aegir.eval.reads import READS_FILE, StoredReads, dense_distributions, save_eval_reads, stored_predictions
 from aegir.labels import cpa_vocab, cta_vocab, label_counts
 from aegir.model.aegir import AegirConfig, AegirModel
-from aegir.model.checkpoint import checkpoint_fingerprint, save_checkpoint
+from aegir.model.checkpoint import checkpoint_fingerprint, load_checkpoint, save_checkpoint
 from aegir.progress import progress as progress_bar
 from aegir.train.memory import retain_freed_memory
 from aegir.train.resume import TrainingProgress, fingerprint, load_state, resumed_live, save_state
@@ -112,15 +114,37 @@ def training_examples(data_dir: Path, agent: AgentConfig) -> list[Example]:
     """What an agent trains on: the `train` split's tables of its domains, nothing else (the
     evaluation splits, `real` among them, are only ever scored); with `train_tables`, only
     among the split's first that many tables (a table is a function of its index, so a larger
-    `synthetic.train_tables` leaves such an agent's data as it was)."""
-    arrow = read_split(data_dir, TRAIN_SPLIT)
-    if agent.train_tables is not None:
-        if agent.train_tables > arrow.num_rows:
-            raise DataError(split_path(data_dir, TRAIN_SPLIT),
-                            f"agents.train_tables asks for {agent.train_tables} tables; the split has "
-                            f"{arrow.num_rows} (synthetic.train_tables)")
-        arrow = arrow.slice(0, agent.train_tables)
-    return examples_from_arrow(arrow, split_path(data_dir, TRAIN_SPLIT), agent.domains)
+    `synthetic.train_tables` leaves such an agent's data as it was); with `extra_tables`, also
+    its domains' tables among the first that many of `specialist_train`, which the primary
+    never reads (config.SPECIALIST_TRAIN_SPLIT)."""
+    examples = []
+    for split, count in ((TRAIN_SPLIT, agent.train_tables), (SPECIALIST_TRAIN_SPLIT, agent.extra_tables)):
+        if split == SPECIALIST_TRAIN_SPLIT and not count:
+            continue
+        arrow = read_split(data_dir, split)
+        if count is not None:
+            if count > arrow.num_rows:
+                key = "train_tables" if split == TRAIN_SPLIT else "extra_tables"
+                setting = "train_tables" if split == TRAIN_SPLIT else "specialist_train_tables"
+                raise DataError(split_path(data_dir, split),
+                                f"agents.{key} asks for {count} tables; the split has "
+                                f"{arrow.num_rows} (synthetic.{setting})")
+            arrow = arrow.slice(0, count)
+        examples += examples_from_arrow(arrow, split_path(data_dir, split), agent.domains)
+    return examples
+
+
+def initial_model(agent: AgentConfig, mcfg, models_dir: Path) -> tuple[AegirModel, str | None]:
+    """A fresh model seeded by the agent's seed, or (`agent.init`) the named agent's Phase 1
+    checkpoint under `models_dir`, and that checkpoint's fingerprint (None when fresh)."""
+    torch.manual_seed(agent.seed)
+    if agent.init is None:
+        return AegirModel(mcfg), None
+    source = models_dir / agent.init
+    model, _ = load_checkpoint(source)
+    if asdict(model.config) != asdict(mcfg):
+        raise AegirError(f"{source}: its model config differs from preset {agent.preset!r}; retrain it first")
+    return model, checkpoint_fingerprint(source)
 
 
 def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metrics_dir: Path,
@@ -129,7 +153,7 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
     started = time.perf_counter()
     accelerator = accelerator or Accelerator(cpu=not torch.cuda.is_available())
     if agent_name not in params.agents:
-        raise ConfigError(f"agents.{agent_name}: no such agent (known: {', '.join(params.agents)})")
+        raise ConfigError(f"specialists.{agent_name}: no such agent (known: {', '.join(params.agents)})")
     agent: AgentConfig = params.agents[agent_name]
     cfg: Phase1Config = params.phase1
     mcfg = model_config(params, agent.preset)
@@ -149,10 +173,10 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
     # intra-op thread torch was given (aegir.train.step); the count changes float rounding, so
     # it is part of the run
     threads = worker_threads(accelerator)
+    model, init_print = initial_model(agent, mcfg, out_dir.parent)
     run_print = fingerprint({"agent": asdict(agent), "phase1": asdict(cfg), "model": asdict(mcfg),
-                             "data": data_print, "processes": accelerator.num_processes, "workers": threads})
-    torch.manual_seed(agent.seed)
-    model = AegirModel(mcfg)
+                             "data": data_print, "processes": accelerator.num_processes, "workers": threads,
+                             **({"init": init_print} if init_print else {})})
     optimizer = make_optimizer(model, cfg)
     progress = load_state(state_dir, model, optimizer, run_print) or TrainingProgress(0, 0, 0)
     model, optimizer = accelerator.prepare(model, optimizer)
@@ -226,8 +250,9 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
 
     reads: dict = {}
     repeats = label_repeats(((e.cta_labels, e.cpa_labels) for e in train_examples), label_counts())
+    reference = primary_reference(agent_name, out_dir.parent / "primary", data_print, params)
     scores = final_scores(model, agent, data_dir, cfg, params.prepare, params.reading, accelerator, workers,
-                          agent_name, reads, repeats)
+                          agent_name, reads, repeats, reference)
     if workers:
         workers.close()
     scores["steps"] = step
@@ -238,6 +263,7 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
         save_checkpoint(out_dir, unwrapped, {
             "agent": agent_name,
             "agent_config": asdict(agent),
+            **({"init_fingerprint": init_print} if init_print else {}),
             "params": {"phase1": asdict(cfg), "prepare": asdict(params.prepare), "reading": asdict(params.reading)},
             "vocab": {"cta": list(cta_vocab().labels), "cpa": list(cpa_vocab().labels)},
             "data_fingerprint": data_print,
@@ -266,19 +292,42 @@ def train(agent_name: str, params: Params, data_dir: Path, out_dir: Path, metric
     return scores
 
 
+def primary_reference(agent_name: str, primary_dir: Path, data_print: str,
+                      params: Params) -> tuple[StoredReads, Callable | None] | None:
+    """For a specialist, the Phase 1 primary's stored reads (aegir.eval.reads) and its joint
+    decoder: what it predicted on the evaluation splits, read as this stage reads them, so that
+    the specialist is scored beside the primary on the same tables at no cost. None for the
+    primary, or when the primary's checkpoint holds no such reads (another reading or data)."""
+    if agent_name == "primary" or not (primary_dir / "config.json").is_file():
+        return None
+    store, _ = StoredReads.open(primary_dir, {"checkpoint": checkpoint_fingerprint(primary_dir), "data": data_print,
+                                              "prepare": asdict(params.prepare), "reading": asdict(params.reading)})
+    if store is None:
+        return None
+    config = json.loads((primary_dir / "config.json").read_text(encoding="utf-8"))
+    repeats = LabelRepeats.from_json(config[JOINT_CONFIG_KEY], label_counts(), str(primary_dir / "config.json"))
+    return store, table_decoder(repeats, params.reading.joint_weights, "reading")
+
+
 def final_scores(model, agent: AgentConfig, data_dir: Path, cfg: Phase1Config, prepare: PrepareConfig,
                  reading: ReadingConfig, accelerator: Accelerator, workers: OneThreadWorkers | None = None,
-                 name: str = "primary", reads: dict | None = None, repeats: LabelRepeats | None = None) -> dict:
+                 name: str = "primary", reads: dict | None = None, repeats: LabelRepeats | None = None,
+                 reference: tuple[StoredReads, Callable | None] | None = None) -> dict:
     """F1 (with supports) on every evaluation split, each table read as `reading` says
     (aegir.eval.grouped; its joint decoding with `repeats`, the training tables' label repeat
-    counts); specialists also on their own domains. `reads`, if given, receives per split (its
-    reads, their `dense_distributions`): what the checkpoint keeps for Phase 3
+    counts); specialists also on their own domains, and with `reference` (`primary_reference`)
+    the primary's F1 on those same tables beside theirs (`in_domain_primary`) and the margin
+    (`in_domain_margin`: theirs − the primary's, micro-F1 points). `reads`, if given, receives
+    per split (its reads, their `dense_distributions`): what the checkpoint keeps for Phase 3
     (aegir.eval.reads)."""
     decode = table_decoder(repeats, reading.joint_weights, "reading")
     metrics: dict = {"cta": {}, "cpa": {}}
     labels = label_counts()
     if agent.domains:
         metrics["in_domain"] = {"cta": {}, "cpa": {}}
+        if reference is not None:
+            metrics["in_domain_primary"] = {"cta": {}, "cpa": {}}
+            metrics["in_domain_margin"] = {"cta": {}, "cpa": {}}
     splits = progress_bar(EVAL_SPLITS, desc=f"phase1 {name} scoring", unit="split",
                           disable=not accelerator.is_local_main_process)
     for split in splits:
@@ -304,6 +353,15 @@ def final_scores(model, agent: AgentConfig, data_dir: Path, cfg: Phase1Config, p
             result = score([examples[i] for i in own], [predictions[i] for i in own])
             for task in ("cta", "cpa"):
                 metrics["in_domain"][task][split] = result[task]
+            stored = stored_predictions(reference[0], split, plan.reads) if reference is not None else None
+            if stored is not None:  # the primary on the same tables, as its own stage read them
+                theirs = predict_tables(lambda _reads, _k: stored, plan, [e.table_id for e in examples],
+                                        decode=reference[1])
+                base = score([examples[i] for i in own], [theirs[i] for i in own])
+                for task in ("cta", "cpa"):
+                    metrics["in_domain_primary"][task][split] = base[task]
+                    metrics["in_domain_margin"][task][split] = round(
+                        result[task]["micro_f1"] - base[task]["micro_f1"], 4)
     return metrics
 
 

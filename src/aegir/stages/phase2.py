@@ -5,7 +5,7 @@
 
 The rewards are pure functions (`aegir.rl.rewards`) and the checks are library functions
 (`aegir.rl.checks`); this stage feeds them the Phase 1 primary, its specialists (every agent of
-the `agents` section except `primary`, S ≥ 1 of them) and `phase2.batches` seeded batches of
+the `specialists` section, S ≥ 1 of them) and `phase2.batches` seeded batches of
 `phase2.batch_size` tables from the `valid` split, and records what they measure:
 
 | check                        | what is measured                                                    |
@@ -115,10 +115,10 @@ MAX_EXACT_SPECIALISTS = 10  # r_perf's expectation enumerates 2^S routings per t
 def load_agents(params: Params, models_dir: Path) -> tuple[AegirModel, dict[str, AegirModel]]:
     """The Phase 1 primary and specialists (`models_dir/<agent>/`), in eval mode on the CPU."""
     agents = list(params.agents)
-    check_config("primary" in agents, "agents", "phase2 needs the 'primary' agent")
+    check_config("primary" in agents, "primary", "phase2 needs the 'primary' agent")
     names = [name for name in agents if name != "primary"]
-    check_config(len(names) >= 1, "agents", "phase2 needs at least one specialist besides 'primary'")
-    check_config(len(names) <= MAX_EXACT_SPECIALISTS, "agents",
+    check_config(len(names) >= 1, "specialists", "phase2 needs at least one specialist besides 'primary'")
+    check_config(len(names) <= MAX_EXACT_SPECIALISTS, "specialists",
            f"phase2 enumerates the 2^S routings of a table; S = {len(names)} > {MAX_EXACT_SPECIALISTS}")
     models = load_phase1_agents(models_dir, ["primary", *names])
     primary = models.pop("primary")

@@ -6,7 +6,10 @@ from pip-package data, `aegir.data.real`), so that every model and baseline is a
 real tables, and `wide` (synthetic tables of 15–40 columns, `aegir.data.synth.generate_wide`),
 where the shared byte budget leaves each column little. Both are independent of the training
 data, so they are added with `source: sotab` too. So is `wide_train` (`SWARM_TRAIN_SPLIT`): more
-synthetic many-column tables, on which only Phase 4's spawning policy and merge train.
+synthetic many-column tables, on which only Phase 4's spawning policy and merge train; and
+`specialist_train` (`SPECIALIST_TRAIN_SPLIT`): more ordinary synthetic tables, other than
+`train`'s, of which each specialist reads its domains' (`agents.<name>.extra_tables`) and the
+primary none.
 
 With `prepare.train_views` > 1 the `train` split also holds shuffled views of every training
 table (rows and non-subject columns reordered, a few cells blanked: `aegir.data.augment`), so
@@ -40,7 +43,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from aegir import atomic
-from aegir.config import (EVAL_ONLY_SPLITS, PREPARED_SPLITS, SOURCE_SPLITS, SWARM_TRAIN_SPLIT, TRAIN_SPLIT, Params,
+from aegir.config import (EVAL_ONLY_SPLITS, PREPARED_SPLITS, SOURCE_SPLITS, SPECIALIST_TRAIN_SPLIT, SWARM_TRAIN_SPLIT,
+                          TRAIN_SPLIT, Params,
                           PrepareConfig, SyntheticConfig, load_params)
 from aegir.data.augment import table_views
 from aegir.data.serialize import serialize_table
@@ -191,8 +195,9 @@ def prepare_splits(params: Params, on_skip: Callable[[str, DataError], None], pr
     (`tables_to_arrow`), split by split in `aegir.config.PREPARED_SPLITS` order: the source's
     splits, then those built whatever the source, the evaluation-only ones
     (`aegir.config.EVAL_ONLY_SPLITS`: `real`, from `aegir.data.real`, and the many-column `wide`
-    tables of the synthetic generator, `synthetic.wide_*`) and Phase 4's `wide_train`
-    (`SWARM_TRAIN_SPLIT`).
+    tables of the synthetic generator, `synthetic.wide_*`), Phase 4's `wide_train`
+    (`SWARM_TRAIN_SPLIT`) and the specialists' `specialist_train` (`SPECIALIST_TRAIN_SPLIT`:
+    `synthetic.specialist_train_tables` ordinary synthetic tables, whatever the source).
 
     The synthetic splits go out in ranges of `chunk` tables, each generated and serialized in
     one task, and the `real` split in one task, to `processes` worker processes (None: one per
@@ -205,7 +210,7 @@ def prepare_splits(params: Params, on_skip: Callable[[str, DataError], None], pr
 
     assert {REAL, *WIDE_SPLITS} == {*EVAL_ONLY_SPLITS, SWARM_TRAIN_SPLIT}
     cfg, synthetic = params.prepare, params.synthetic
-    synthetic_splits = (SOURCE_SPLITS if cfg.source == "synthetic" else ()) + WIDE_SPLITS
+    synthetic_splits = (SOURCE_SPLITS if cfg.source == "synthetic" else ()) + WIDE_SPLITS + (SPECIALIST_TRAIN_SPLIT,)
     jobs: list[tuple[str, Callable[..., Part], tuple]] = [(REAL, _real_part, (cfg,))]  # the longest task first
     for split in synthetic_splits:
         count = synthetic.tables_in(split)
