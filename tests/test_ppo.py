@@ -254,3 +254,47 @@ def test_deterministic_kernels_make_an_indexing_backward_repeat_bit_for_bit():
         assert not torch.are_deterministic_algorithms_enabled()
     finally:
         torch.set_num_threads(threads)
+
+
+def test_routing_targets_and_the_supervised_routing_term():
+    """`routing_targets`: 1 where the table's domain is one of the specialist's, no target for a
+    specialist without domains; `route_weight` adds exactly route_weight · the router's BCE
+    toward those targets (the specialists with domains, K·B rows), and a step down its gradient
+    moves the router's scores toward the targets."""
+    from dataclasses import replace
+
+    import torch.nn.functional as F
+
+    from aegir.rl.parl import routing_targets
+
+    target, known = routing_targets(["Hotel", "Book", None], [("Hotel", "Museum"), (), ("Book",)])
+    assert target.tolist() == [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]
+    assert known.tolist() == [True, False, True]
+
+    orch, _ = orchestrator()
+    open_gates(orch, seed=1)
+    batch = make_batch(MORE_TABLES, **LABELLED)  # 4 tables; the orchestrator has 3 specialists
+    plain = parl_settings(rollouts=2)
+    rollouts, forward = collect_rollouts(orch, batch, plain, 0.3, 0.1, torch.Generator().manual_seed(0))
+    target, known = routing_targets(["Hotel", "Book", "Hotel", "Movie"],
+                                    [("Hotel",), (), ("Book", "Movie")])
+    base, parts0, _ = token_loss(orch, batch, forward, rollouts, plain, 0.2, (target, known))
+    assert "route" not in parts0  # off by default
+    routed = replace(plain, route_weight=0.5)
+    loss, parts, _ = token_loss(orch, batch, forward, rollouts, routed, 0.2, (target, known))
+    logits = orch.router.logits(orch.router_norm(forward.routing_hidden)).detach()
+    bce = F.binary_cross_entropy_with_logits(logits[:, [0, 2]], target.repeat(2, 1)[:, [0, 2]])
+    assert parts["route"] == pytest.approx(float(bce), rel=1e-5)
+    assert float((loss - base).detach()) == pytest.approx(0.5 * float(bce), rel=1e-4)
+
+    def target_logp() -> float:
+        with torch.no_grad():
+            return float(orch.routing_log_prob(forward.routing_hidden, target.repeat(2, 1))[:, [0, 2]].sum())
+
+    before = target_logp()
+    orch.zero_grad(set_to_none=True)
+    (loss - base).backward()
+    with torch.no_grad():
+        for p in orch.router.parameters():
+            p.sub_(0.5 * p.grad)
+    assert target_logp() > before

@@ -344,6 +344,7 @@ class Phase3Config:
     grad_clip: float = 1.0
     ce_weight: float = 1.0  # supervised CE on gold labels beside the RL loss (0 allowed)
     label_smoothing: float = 0.0  # ε of that CE (as phase1.label_smoothing)
+    route_weight: float = 0.0  # supervised routing: the router's BCE toward "the table's domain is the specialist's" (0 = off)
     kl_coef: float = 0.0  # per-token KL(π_old‖π_new) penalty (0 = off)
     critical_weight: float = 2.0  # token weight of routing decisions (label tokens weigh 1)
     clip_start: float = 0.2  # PPO ε at the start …
@@ -378,6 +379,7 @@ class Phase3Config:
         for key in ("ce_weight", "kl_coef"):
             check(0 <= getattr(self, key) <= 100, key, f"must be in [0, 100], got {getattr(self, key)}")
         check(0 <= self.label_smoothing < 1, "label_smoothing", f"must be in [0, 1), got {self.label_smoothing}")
+        check(0 <= self.route_weight <= 100, "route_weight", f"must be in [0, 100], got {self.route_weight}")
         check(0 < self.critical_weight <= 100, "critical_weight", f"must be in (0, 100], got {self.critical_weight}")
         check(0 < self.clip_end <= self.clip_start < 1, "clip_start",
               f"need 0 < clip_end ≤ clip_start < 1, got {self.clip_start} → {self.clip_end}")

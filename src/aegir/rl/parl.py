@@ -61,6 +61,7 @@ class PARLSettings:
     kl_coef: float  # weight of the per-token KL(π_old‖π_new) penalty (0 = off)
     rewards: RewardConfig
     label_smoothing: float = 0.0  # ε of the supervised CE (as Phase 1's `phase1.label_smoothing`)
+    route_weight: float = 0.0  # weight of the supervised routing loss (`routing_targets`; 0 = off)
 
 
 @dataclass
@@ -77,6 +78,7 @@ class PolicyForward:
     decision: RouterDecision | None
     routing_log_prob: torch.Tensor | None
     reads: list[list[LayerState] | None] | None
+    routing_hidden: torch.Tensor | None = None  # (K·B, D): what the router read
 
 
 @dataclass
@@ -127,7 +129,7 @@ def policy_forward(orch: SwarmOrchestrator, batch: Batch, rollouts: int, *,
     encoded = orch.encode(batch)
     rows = torch.arange(B, device=device).repeat(K)  # (K·B,): the table of each row
     key = rows.clone()
-    log_prob = None
+    log_prob = hidden = None
     if orch.num_specialists:
         hidden = orch.routing_hidden(batch, encoded)[rows]  # (K·B, D)
         if decision is None:
@@ -153,7 +155,8 @@ def policy_forward(orch: SwarmOrchestrator, batch: Batch, rollouts: int, *,
                               orch.primary.config.target_compression, batch.byte_mask),
         routing=select_encoded(encoded, rows).routing,
         main_final_state=[state_.select(inverse) for state_ in distinct_out.main_final_state])
-    return PolicyForward(output=output, decision=decision, routing_log_prob=log_prob, reads=reads)
+    return PolicyForward(output=output, decision=decision, routing_log_prob=log_prob, reads=reads,
+                         routing_hidden=hidden)
 
 
 def sample_labels(logits: torch.Tensor, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -236,14 +239,29 @@ def rescore(orch: SwarmOrchestrator, batch: Batch, rollouts: Rollouts) -> Policy
     return policy_forward(orch, batch, rollouts.num_rollouts, decision=rollouts.decision, reads=rollouts.reads)
 
 
+def routing_targets(domains: list[str | None], specialist_domains: list[tuple[str, ...]],
+                    device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """What each table's routing should be, from the training tables' domains: (B, S) float, 1
+    where the table's domain is one of specialist s's domains; and (S,) bool, the specialists
+    that have domains (a generalist, such as the frozen copy of the primary, gets no target)."""
+    target = torch.tensor([[float(d in own) for own in specialist_domains] for d in domains], device=device)
+    known = torch.tensor([bool(own) for own in specialist_domains], device=device)
+    return target.reshape(len(domains), len(specialist_domains)), known
+
+
 def token_loss(orch: SwarmOrchestrator, batch: Batch, fwd: PolicyForward, rollouts: Rollouts,
-               settings: PARLSettings, epsilon: float) -> tuple[torch.Tensor, dict[str, float], PPOStats]:
+               settings: PARLSettings, epsilon: float,
+               route_target: tuple[torch.Tensor, torch.Tensor] | None = None,
+               ) -> tuple[torch.Tensor, dict[str, float], PPOStats]:
     """The loss of one update: clipped token loss + ce_weight·CE + ratio loss (the CE on gold
     labels with `settings.label_smoothing`; the RL tokens are the sampled labels, never smoothed).
 
     Tokens, in one flat vector: every routing decision the policy made (weight
     `critical_weight`), every real column's CTA label and every non-subject column's CPA label
-    (weight 1). Returns (loss, detached parts, PPO stats).
+    (weight 1). With `settings.route_weight` and `route_target` (`routing_targets` of the
+    batch's tables), also route_weight · the router's binary cross-entropy against those targets
+    on the specialists that have domains, averaged over the K·B rows. Returns (loss, detached
+    parts, PPO stats).
     """
     out = fwd.output
     new_cta = F.log_softmax(out.cta_logits.float(), -1).gather(-1, rollouts.cta_action[..., None])[..., 0]
@@ -269,5 +287,13 @@ def token_loss(orch: SwarmOrchestrator, batch: Batch, fwd: PolicyForward, rollou
     ratio_term = primary.config.ratio_loss_weight * out.ratio_loss
     ce = supervised - ratio_term
     loss = rl_loss + settings.ce_weight * ce + ratio_term
+    extra = {}
+    if settings.route_weight and route_target is not None and fwd.routing_hidden is not None:
+        target, known = route_target
+        if bool(known.any()):
+            target_k = target.repeat(rollouts.num_rollouts, 1)  # row k·B + b is table b
+            route = -orch.routing_log_prob(fwd.routing_hidden, target_k)[:, known].mean()
+            loss = loss + settings.route_weight * route
+            extra["route"] = float(route.detach())
     return loss, {"loss": float(loss.detach()), "rl": float(rl_loss.detach()), "ce_cta": float(parts["cta"]),
-                  "ce_cpa": float(parts["cpa"]), "ratio": float(parts["ratio"])}, stats
+                  "ce_cpa": float(parts["cpa"]), "ratio": float(parts["ratio"]), **extra}, stats

@@ -74,7 +74,7 @@ from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.aegir import AegirModel, AegirOutput
 from aegir.model.checkpoint import checkpoint_fingerprint, load_checkpoint, save_checkpoint
 from aegir.progress import progress as progress_bar
-from aegir.rl.parl import PARLSettings, collect_rollouts, rescore, token_loss
+from aegir.rl.parl import PARLSettings, collect_rollouts, rescore, routing_targets, token_loss
 from aegir.rl.ppo import deterministic_kernels
 from aegir.rl.rewards import LambdaSchedule, budget_cap, clip_epsilon
 from aegir.swarm.checkpoint import save_orchestrator
@@ -155,7 +155,10 @@ def train_run(orch: SwarmOrchestrator, run: str, params: Params, train: list[Exa
     rc = params.rewards
     settings = PARLSettings(rollouts=cfg.rollouts, abstain_below=cfg.abstain_below,
                             critical_weight=cfg.critical_weight, ce_weight=cfg.ce_weight,
-                            kl_coef=cfg.kl_coef, rewards=rc, label_smoothing=cfg.label_smoothing)
+                            kl_coef=cfg.kl_coef, rewards=rc, label_smoothing=cfg.label_smoothing,
+                            route_weight=cfg.route_weight)
+    # the routing each training table should get: the specialists whose domains hold its domain
+    own_domains = [params.agents[name].domains if name in params.agents else () for name in orch.specialist_names]
     schedule = LambdaSchedule(params.sections["lambda"])
     optimizer = make_optimizer(orch, cfg)
     progress = load_state(state_dir, orch, optimizer, run_print) or TrainingProgress(0, 0, 0)
@@ -181,6 +184,8 @@ def train_run(orch: SwarmOrchestrator, run: str, params: Params, train: list[Exa
             epoch_batches[epoch] = length_grouped_batches(train, cfg.batch_size, cfg.seed, epoch)
         rows = process_shard(epoch_batches[epoch][index], accelerator)
         batch = collate([train[i] for i in rows]).to(accelerator.device)
+        route_target = (routing_targets([train[i].domain for i in rows], own_domains, accelerator.device)
+                        if orch.num_specialists and cfg.route_weight else None)
 
         frac = step / max(1, cfg.steps - 1)
         lam1, lam2 = schedule.at(frac)
@@ -198,7 +203,7 @@ def train_run(orch: SwarmOrchestrator, run: str, params: Params, train: list[Exa
             with accelerator.autocast():
                 if epoch_k:
                     forward = rescore(orch, batch, rollouts)
-                loss, parts, ppo_stats = token_loss(orch, batch, forward, rollouts, settings, epsilon)
+                loss, parts, ppo_stats = token_loss(orch, batch, forward, rollouts, settings, epsilon, route_target)
             loss.backward()
             average_gradients(trainable, accelerator)
             torch.nn.utils.clip_grad_norm_(trainable, cfg.grad_clip)
