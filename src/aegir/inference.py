@@ -138,7 +138,7 @@ class CheckpointAnnotator:
     confidences may differ in their last digits with the tables beside it).
     """
 
-    def __init__(self, checkpoint: Path, workers=None):
+    def __init__(self, checkpoint: Path, workers: OneThreadWorkers | None = None):
         from aegir.model.checkpoint import checkpoint_fingerprint
         from aegir.swarm.swarm import is_swarm_checkpoint, load_swarm
 
@@ -166,9 +166,9 @@ class CheckpointAnnotator:
         """The table of `path` with the rows this checkpoint reads and the first `SAMPLE_ROWS`."""
         from aegir.data.user_tables import open_table
 
-        file = open_table(path)
-        rows = self.rows_read(file.num_rows, file.table_id, file.num_columns)
-        return file.read(rows | set(range(min(SAMPLE_ROWS, file.num_rows))))
+        opened = open_table(path)
+        rows = self.rows_read(opened.num_rows, opened.table_id, opened.num_columns)
+        return opened.read(rows | set(range(min(SAMPLE_ROWS, opened.num_rows))))
 
     def serialize(self, table: Table, path: Path) -> Example:
         """`table` as the checkpoint's training data was serialized (the check that it can be:

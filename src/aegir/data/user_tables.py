@@ -74,7 +74,8 @@ _ROW = "__aegir_row__"  # the row index column added to a polars scan
 
 
 def table_kind(path: str | Path) -> str | None:
-    """"csv", "parquet", "jsonl" or "sotab" by the file's name; None for any other name."""
+    """The kind of table a file is by its name: "csv", "parquet", "jsonl" or "sotab"; None for
+    any other name."""
     name = Path(path).name.lower()
     if name.endswith(SOTAB_NAME):
         return "sotab"
