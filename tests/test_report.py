@@ -176,6 +176,22 @@ def test_best_json_names_the_checkpoint_best_on_real(inputs, capsys):
     assert best["model"] == "phase4_learned" and best["checkpoint"] == "/srv/aegir/models/phase4"
     assert set(best["candidates"]) == {"phase1", "control", "fused", "phase4_learned"}
 
+    # a row scored on fewer of the split's columns is a candidate that cannot be picked
+    phase4_scores = json.loads((phase4 / "scores.json").read_text())
+    phase3_scores = json.loads((inputs["phase3"] / "scores.json").read_text())
+    for task in ("cta", "cpa"):
+        phase4_scores["learned"][task]["real"]["support"] = 40
+        for key in ("fused", "control"):
+            phase3_scores[key][task]["real"]["support"] = 100
+    (phase4 / "scores.json").write_text(json.dumps(phase4_scores))
+    (inputs["phase3"] / "scores.json").write_text(json.dumps(phase3_scores))
+    assert main(argv(inputs, phase4)) == 0
+    best = json.loads((inputs["out"] / "best.json").read_text())
+    assert best["model"] == "fused", best
+    assert best["candidates"]["phase4_learned"]["comparable"] is False
+    assert best["candidates"]["phase4_learned"]["why"] == "scored on CTA 40 of 100, CPA 40 of 100 real columns"
+    assert "comparable" not in best["candidates"]["fused"]
+
     scores = inputs["phase3"] / "scores.json"
     tied = json.loads(scores.read_text())
     tied["fused"] = tied["control"]

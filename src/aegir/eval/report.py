@@ -51,10 +51,12 @@ TASKS = ("cta", "cpa")
 
 @dataclass(frozen=True)
 class SplitF1:
-    """Micro- and macro-F1 of one model on one split and task, percent."""
+    """Micro- and macro-F1 of one model on one split and task, percent; `support`: the columns
+    (CTA) or pairs (CPA) scored, where the scores file says (None where it does not)."""
 
     micro: float
     macro: float
+    support: int | None = None
 
 
 @dataclass(frozen=True)
@@ -165,8 +167,10 @@ def parse_f1(tree: Any, path: str | Path, stage: str, where: str = "") -> dict[s
                 raise DataError(path, f"{key}: expected micro and macro F1, got {scores!r}; {rerun_hint(stage)}")
             micro = scores.get("micro", scores.get("micro_f1"))
             macro = scores.get("macro", scores.get("macro_f1"))
+            support = scores.get("support")
             out[task][split] = SplitF1(_percent(micro, path, f"{key}.micro", stage),
-                                       _percent(macro, path, f"{key}.macro", stage))
+                                       _percent(macro, path, f"{key}.macro", stage),
+                                       support if isinstance(support, int) and not isinstance(support, bool) else None)
     return out
 
 
@@ -478,9 +482,14 @@ BEST_SPLIT = "real"  # the real tables: what `aegir annotate` meets
 def best_checkpoint(report: Report, models: str | Path, split: str = BEST_SPLIT) -> dict:
     """The stage's best.json: which checkpoint scored best on `split`, so that `aegir annotate`
     uses it by default. The score is the mean of the CTA and CPA micro-F1 on `split`; among the
-    rows that are a checkpoint (`CHECKPOINTS`) the highest wins, the earlier row (the simpler
-    model) on a tie. Every candidate's figures are kept beside the pick."""
+    rows that are a checkpoint (`CHECKPOINTS`) and were scored on the whole split the highest
+    wins, the earlier row (the simpler model) on a tie. A row scored on fewer columns than the
+    others (Phase 4 with `phase4.eval_tables` > 0 scores the split's first tables only) is kept
+    among the candidates, marked `"comparable": false`, and never picked: a score on other
+    tables says nothing about which model reads these better. Every candidate's figures are kept
+    beside the pick."""
     candidates = {}
+    supports = {}
     for row in report.rows:
         cta, cpa = row.f1["cta"].get(split), row.f1["cpa"].get(split)
         if row.key not in CHECKPOINTS or cta is None or cpa is None:
@@ -488,10 +497,19 @@ def best_checkpoint(report: Report, models: str | Path, split: str = BEST_SPLIT)
         candidates[row.key] = {"checkpoint": (Path(models) / CHECKPOINTS[row.key]).as_posix(), "name": row.name,
                                "cta_micro_f1": cta.micro, "cpa_micro_f1": cpa.micro,
                                "score": round((cta.micro + cpa.micro) / 2, 4)}
+        supports[row.key] = (cta.support, cpa.support)
     if not candidates:
         raise DataError(report.sources[0] if report.sources else ".",
                         f"no checkpoint's F1 on split {split!r}: nothing to pick as the best")
-    best = max(candidates, key=lambda key: candidates[key]["score"])  # the first of equal scores
+    whole = tuple(max((s[i] for s in supports.values() if s[i] is not None), default=None) for i in (0, 1))
+    for key, support in supports.items():
+        partial = [f"{task} {got} of {total}" for task, got, total in zip(("CTA", "CPA"), support, whole)
+                   if got is not None and total is not None and got != total]
+        if partial:
+            candidates[key]["comparable"] = False
+            candidates[key]["why"] = f"scored on {', '.join(partial)} {split} columns"
+    pickable = [key for key in candidates if candidates[key].get("comparable", True)]
+    best = max(pickable, key=lambda key: candidates[key]["score"])  # the first of equal scores
     return {"split": split, "metric": "mean of CTA and CPA micro-F1", "model": best, **candidates[best],
             "candidates": candidates}
 
