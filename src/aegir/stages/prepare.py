@@ -252,7 +252,8 @@ def run(params: Params, data_dir: Path, stats_path: Path, metrics_path: Path | N
     skipped: Counter[str] = Counter()  # reader cases skipped rather than fatal, by reason
     per_split, arrow = prepare_splits(params, lambda reason, error: skipped.update([reason]))
     for split, tables in per_split.items():
-        if not tables:
+        # the specialists' own split is empty when none is asked for (synthetic.specialist_train_tables: 0)
+        if not tables and not (split == SPECIALIST_TRAIN_SPLIT and params.synthetic.specialist_train_tables == 0):
             raise DataError(data_dir / f"{split}.parquet", f"split '{split}' has no tables")
     with atomic.staged_dir(data_dir) as staging:
         for split in per_split:
