@@ -194,12 +194,12 @@ def peak_mb(command: list[str]) -> int:
 
 @pytest.mark.slow
 def test_annotate_memory_stays_flat_in_the_file_size(tmp_path):
-    """`aegir annotate` on a 200 MB CSV (2 million rows, written here by repeating a 1 MB block)
+    """`aegir annotate` on a 300 MB CSV (3 million rows, written here by repeating a 1 MB block)
     peaks within 60 MB of the same on a 20 MB one: polars reads it in chunks, only the rows the
     model reads are kept, nothing holds a list of every row (row views rotate without one; a list
-    of 2 million row numbers alone is ~75 MB). Measured (2-core Xeon): 420 and 463 MB, and 553 MB
+    of 3 million row numbers alone is ~110 MB). Measured (2-core Xeon, 20 and 200 MB): 420 and 463 MB, and 553 MB
     for a 2.1 GB file of 60 million rows (by hand: too long for a test). About ten seconds: two
-    processes that import torch, a row sample hashed over 2 million rows."""
+    processes that import torch, a row sample hashed over 3 million rows."""
     torch.manual_seed(0)
     save_checkpoint(tmp_path / "model", AegirModel(preset("tiny")),
                     {"params": {"prepare": asdict(PrepareConfig(byte_budget=256, max_rows=6)),
@@ -207,7 +207,7 @@ def test_annotate_memory_stays_flat_in_the_file_size(tmp_path):
     row = "Hotel {i},+49 30 {i:06d},{i:05d},2020-01-{d:02d},{note}\n"
     block = "".join(row.format(i=i, d=i % 28 + 1, note="a short description " * 3) for i in range(10_000)).encode()
     peaks = {}
-    for name, blocks in (("small.csv", 20), ("big.csv", 200)):
+    for name, blocks in (("small.csv", 20), ("big.csv", 300)):
         path = tmp_path / name
         with open(path, "wb") as f:
             f.write(b"name,phone,zip,date,notes\n")
@@ -219,4 +219,4 @@ def test_annotate_memory_stays_flat_in_the_file_size(tmp_path):
         assert len(out.read_text().splitlines()) == 5
         path.unlink()
     (small_mb, small_peak), (big_mb, big_peak) = peaks["small.csv"], peaks["big.csv"]
-    assert big_mb > 190 and big_peak < small_peak + 60, peaks
+    assert big_mb > 290 and big_peak < small_peak + 60, peaks
