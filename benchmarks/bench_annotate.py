@@ -130,10 +130,9 @@ def per_process_seconds(checkpoint: Path, paths: list[Path]) -> list[float]:
     return seconds
 
 
-def peak_run(command: list[str]) -> tuple[float, int]:
-    """(wall seconds, peak resident MB) of `command`: its VmHWM, read every 10 ms until it exits."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def peak_rss_mb(proc: subprocess.Popen) -> int:
+    """The peak resident memory (MB) of the running process `proc`: its VmHWM, read every 10 ms
+    until it exits."""
     peak_kb = 0
     while proc.poll() is None:
         try:
@@ -142,10 +141,18 @@ def peak_run(command: list[str]) -> tuple[float, int]:
         except (OSError, ValueError):
             pass
         time.sleep(0.01)
+    return peak_kb // 1024
+
+
+def peak_run(command: list[str]) -> tuple[float, int]:
+    """(wall seconds, peak resident MB) of `command` (`peak_rss_mb`)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = peak_rss_mb(proc)
     seconds = time.perf_counter() - start
     if proc.returncode:
         raise SystemExit(f"bench_annotate: {' '.join(command)} failed: {proc.stderr.read().decode()[-2000:]}")
-    return seconds, peak_kb // 1024
+    return seconds, peak
 
 
 def write_long_csv(path: Path, rows: int) -> float:

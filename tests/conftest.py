@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
 BIN = Path(sys.executable).parent  # the venv's bin: python, dvc, snakemake
 
 # Small enough for an end-to-end run in well under a minute per stage on 2 cores.
@@ -46,6 +47,20 @@ TINY_PARAMS_OVERRIDE = {
                "rollouts": 2, "log_every": 2, "checkpoint_every": 2, "budget_period": 4, "timing_tables": 2,
                "eval_batch_size": 16},
 }
+
+
+def load_benchmark(name: str):
+    """benchmarks/<name>.py as a module (the benchmarks import each other)."""
+    import importlib.util
+
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(BENCHMARKS))
 
 
 def deep_update(base: dict, override: dict) -> dict:

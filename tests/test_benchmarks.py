@@ -3,30 +3,17 @@ times: README, Benchmarks)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from aegir.model.ops import wkv as wkv_module
 from aegir.model.ops import wkv_cpu
+from conftest import load_benchmark
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def load(name: str):
-    sys.path.insert(0, str(BENCHMARKS))  # the benchmarks import each other
-    try:
-        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+load = load_benchmark
 
 
 def test_wkv_tiles_benchmark_finds_every_way_bit_equal(tmp_path, capsys):

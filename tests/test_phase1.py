@@ -87,8 +87,7 @@ def test_a_specialist_starts_from_the_primary_and_is_scored_beside_it(tiny_setup
     from accelerate import Accelerator
 
     from aegir.config import AgentConfig, load_params
-    from aegir.eval.joint import LabelRepeats
-    from aegir.labels import label_counts
+    from aegir.eval.joint import repeats_of
     from aegir.model.checkpoint import checkpoint_fingerprint, load_checkpoint
     from aegir.stages.phase1 import final_scores
 
@@ -109,7 +108,7 @@ def test_a_specialist_starts_from_the_primary_and_is_scored_beside_it(tiny_setup
 
     params = load_params(root / "params.yaml")
     scores = json.loads((root / "spec" / "metrics" / "places" / "scores.json").read_text())
-    repeats = LabelRepeats.from_json(primary_config["label_repeats"], label_counts(), "primary")
+    repeats = repeats_of(primary_config, "primary")
     afresh = final_scores(primary, AgentConfig(preset="tiny", domains=params.specialists["places"].domains),
                           root / "data", params.phase1, params.prepare, params.reading,
                           Accelerator(cpu=True), None, "primary", None, repeats)["in_domain"]

@@ -8,7 +8,6 @@ import gzip
 import json
 import subprocess
 import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,7 +28,7 @@ from aegir.model.checkpoint import save_checkpoint
 from aegir.eval.grouped import read_groups, rows_read, table_reads
 from aegir.swarm.spawn import deep_subtasks, subtask_examples, wide_subtasks
 from aegir.swarm.swarm import Swarm
-from conftest import ROOT, tool_env
+from conftest import ROOT, load_benchmark, tool_env
 
 HEADER = ["hotel", "phone", "zip"]
 ROWS = [["Hotel Adlon", "+49 30 22610", "01234"], ["The Ritz", "+44 20 7493 8181", "W1J 9BR"],
@@ -177,19 +176,12 @@ def test_the_rows_a_swarm_reads_give_every_subtask_of_the_whole_file(tmp_path):
 
 
 def peak_mb(command: list[str]) -> int:
-    """The peak resident memory (MB) of a fresh process running `command` (its VmHWM, read every
-    10 ms until it exits)."""
+    """The peak resident memory (MB) of a fresh process running `command`
+    (bench_annotate.peak_rss_mb)."""
     proc = subprocess.Popen(command, env=tool_env(ROOT), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = 0
-    while proc.poll() is None:
-        try:
-            with open(f"/proc/{proc.pid}/status") as status:
-                peak = max([peak] + [int(line.split()[1]) for line in status if line.startswith("VmHWM:")])
-        except (OSError, ValueError):
-            pass
-        time.sleep(0.01)
+    peak = load_benchmark("bench_annotate").peak_rss_mb(proc)
     assert proc.returncode == 0, proc.stderr.read().decode()
-    return peak // 1024
+    return peak
 
 
 @pytest.mark.slow

@@ -58,7 +58,7 @@ from aegir.data.prepared import fingerprint as data_fingerprint, read_split, spl
 from aegir.errors import AegirError, ConfigError, DataError
 from aegir.eval.grouped import ALL_LABELS, predict_tables, split_reads
 from aegir.eval.joint import CONFIG_KEY as JOINT_CONFIG_KEY
-from aegir.eval.joint import LabelRepeats, label_repeats, table_decoder
+from aegir.eval.joint import LabelRepeats, label_repeats, repeats_of, table_decoder
 from aegir.eval.metrics import headline, wall_minutes
 from aegir.eval.predict import TablePrediction, predict, score
 from aegir.eval.reads import READS_FILE, StoredReads, dense_distributions, save_eval_reads, stored_predictions
@@ -124,10 +124,10 @@ def training_examples(data_dir: Path, agent: AgentConfig) -> list[Example]:
         arrow = read_split(data_dir, split)
         if count is not None:
             if count > arrow.num_rows:
-                key = "train_tables" if split == TRAIN_SPLIT else "extra_tables"
-                setting = "train_tables" if split == TRAIN_SPLIT else "specialist_train_tables"
+                key, setting = (("train_tables", "train_tables") if split == TRAIN_SPLIT
+                                else ("extra_tables", "specialist_train_tables"))
                 raise DataError(split_path(data_dir, split),
-                                f"agents.{key} asks for {count} tables; the split has "
+                                f"the agent's {key} asks for {count} tables; the split has "
                                 f"{arrow.num_rows} (synthetic.{setting})")
             arrow = arrow.slice(0, count)
         examples += examples_from_arrow(arrow, split_path(data_dir, split), agent.domains)
@@ -304,8 +304,8 @@ def primary_reference(agent_name: str, primary_dir: Path, data_print: str,
                                               "prepare": asdict(params.prepare), "reading": asdict(params.reading)})
     if store is None:
         return None
-    config = json.loads((primary_dir / "config.json").read_text(encoding="utf-8"))
-    repeats = LabelRepeats.from_json(config[JOINT_CONFIG_KEY], label_counts(), str(primary_dir / "config.json"))
+    config_path = primary_dir / "config.json"
+    repeats = repeats_of(json.loads(config_path.read_text(encoding="utf-8")), str(config_path))
     return store, table_decoder(repeats, params.reading.joint_weights, "reading")
 
 
