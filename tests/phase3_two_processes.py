@@ -17,6 +17,7 @@ import json
 import sys
 from pathlib import Path
 
+import torch
 import yaml
 from accelerate import Accelerator
 from accelerate.utils import gather_object
@@ -55,6 +56,9 @@ def main(out_dir: Path) -> None:
     if accelerator.is_main_process:
         (out_dir / "digests.json").write_text(json.dumps({"before": before, "after": after}))
     accelerator.wait_for_everyone()
+    # gloo's threads torn down before the interpreter exits: left to exit, a process sometimes
+    # aborted ("terminate called without an active exception") after its work was done
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -177,18 +177,20 @@ torch.set_num_threads(1)
 def step():  # a shard's step, roughly: activations, then the n-gram table's gradient
     buffers = [torch.ones(400_000) for _ in range(20)] + [torch.zeros(49152 * 96)]
     return sum(float(b[-1]) for b in buffers)
-faults = []
+# the process's faults from when both threads are warm until both are done, counted once (each
+# thread's own window of process-wide faults would count the other's faults twice)
+start = {}
+warm = threading.Barrier(2, action=lambda: start.setdefault("faults", resource.getrusage(resource.RUSAGE_SELF).ru_minflt))
 def work():
     for _ in range(3):
         step()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    warm.wait()
     for _ in range(10):
         step()
-    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 threads = [threading.Thread(target=work) for _ in range(2)]
 for t in threads: t.start()
 for t in threads: t.join()
-print(mapped, sum(faults))
+print(mapped, resource.getrusage(resource.RUSAGE_SELF).ru_minflt - start["faults"])
 """
 
 
