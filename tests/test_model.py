@@ -335,3 +335,12 @@ def test_checkpoint_errors_name_the_path(tmp_path):
     (path / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(CheckpointError, match="model.safetensors"):
         load_checkpoint(path)
+
+
+def test_code_presets_mirror_params_yaml():
+    """aegir.model.aegir.PRESETS and params.yaml's `presets` describe the same models."""
+    import yaml
+    from pathlib import Path
+    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    for name, fields in PRESETS.items():
+        assert params["presets"][name] == fields, name
