@@ -11,7 +11,7 @@ it (`ShardedStep` over torch's intra-op threads, gradient clipping, fused AdamW)
 steps, then `--steps` timed ones. Printed per process: minor page faults per step, system and
 user CPU seconds per step, median wall ms per step; then the medians per mode. The page faults
 and the system time are what the setting changes; the wall time of separate processes on a
-shared machine varies by more than that (README, Benchmarks).
+shared machine varies by more than that (docs/benchmarks.md, "Freed memory kept").
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ whatever device accelerate finds, with params overrides, into a directory of the
 
 What it is for: a machine that has the stages' code and prepared data (`data/prepared`, made by
 `dvc repro prepare` anywhere: it is byte-identical on every machine) but not DVC's cache or
-git history, e.g. a GPU node: the figures of the `gpu` preset in the README were made with it.
+git history, e.g. a GPU node: the figures of the `gpu` preset in docs/gpu.md were made with it.
 The same commands as `dvc.yaml`'s stages, each with `--params <root>/params.yaml` (params.yaml
 with the `--set` overrides applied and checked by aegir.config) and its outputs under `<root>`
 (`models/`, `results/`, `state/`, as in the repository). A killed run resumes from `<root>/state`

@@ -8,7 +8,7 @@
 # Each part gets a share of a wall-clock budget (AEGIR_GPU_CHECK_SECONDS, default 560), so a
 # slow part is stopped and what finished is still written. No resume states are saved during
 # training (checkpoint_every=0): the gpu preset's model + AdamW state is 3.5 GB a save.
-# The README's GPU figures came from it.
+# The GPU figures of docs/gpu.md ("GPU: first run") came from it.
 # Where the machine lacks packages (DVCLive and its dependencies), put their wheels in .whl/.
 set -u
 budget=${AEGIR_GPU_CHECK_SECONDS:-560}

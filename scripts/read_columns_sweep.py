@@ -3,11 +3,11 @@
     python scripts/read_columns_sweep.py --checkpoint models/phase1/primary --splits wide real test \
         --read-columns 0 9 5 3 --read-views 1 2 3 4
 
-How `reading.columns` (9) and `reading.views` (3) were chosen (README, "Experiments that
-decided the defaults"): the same trained model, each setting reading tables wider than
-read_columns in column groups (0: every table whole) and every table in read_views row views
-(`aegir.eval.grouped`). Prints per split and setting the number of streams read, CTA and CPA
-micro / macro F1, and the seconds it took.
+How `reading.columns` (9) and `reading.views` (3) were chosen (docs/experiments.md, "How the
+trained primary reads a table" and "Row views on the fresh-table primary"): the same trained
+model, each setting reading tables wider than read_columns in column groups (0: every table
+whole) and every table in read_views row views (`aegir.eval.grouped`). Prints per split and
+setting the number of streams read, CTA and CPA micro / macro F1, and the seconds it took.
 """
 
 from __future__ import annotations

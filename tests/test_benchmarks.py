@@ -1,5 +1,5 @@
 """The benchmarks' own checks, run at tiny sizes (what they measure is speed, which no test
-times: README, Benchmarks)."""
+times: docs/benchmarks.md)."""
 
 from __future__ import annotations
 

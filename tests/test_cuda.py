@@ -2,7 +2,8 @@
 function as on the CPU, and fp32 recurrences under bf16/fp16 autocast on the GPU itself.
 
 Skipped where torch sees no GPU (CI, the 2-core development machines); run on a GPU machine with
-`pytest -q -n 0 tests/test_cuda.py`. The README's GPU section says where and when it last ran.
+`pytest -q -n 0 tests/test_cuda.py`. docs/gpu.md, "GPU: first run", says where and when it
+last ran.
 """
 
 from __future__ import annotations

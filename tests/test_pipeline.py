@@ -316,8 +316,8 @@ def test_exp_run_on_lambda_reruns_phase2_not_phase1(project):
     wall_moved = {stage for stage in ("phase3", "phase4") if f"results/{stage}/wall.json" in moved}
     # `--only-changed` fits a terminal of TERMINAL_COLUMNS (DVC elides with "…" what does not
     # fit): the moved figures, the wall minutes and λ1. DVC adds a column per changed data
-    # dependency (a hash under the path, e.g. `models/phase3`); the README's `--drop '.*/.*'`
-    # hides those, and only those: no metric or param name holds a "/"
+    # dependency (a hash under the path, e.g. `models/phase3`); the `--drop '.*/.*'` of the
+    # README and docs/pipeline.md hides those, and only those: no metric or param name holds a "/"
     env = {**tool_env(project), "COLUMNS": str(TERMINAL_COLUMNS)}
     shown = run_tool(project, "dvc", "exp", "show", "--only-changed", "--drop", ".*/.*", "--no-pager", env=env).stdout
     header = next(line for line in shown.splitlines() if "Experiment" in line)
@@ -347,8 +347,8 @@ def test_data_param_marks_prepare_and_every_dependent_changed(project):
 
 
 def test_dvc_repro_trains_the_models_before_the_baselines():
-    # the budgets "through phase1" and "through phase3" count from the run's start (README,
-    # Results): the baselines, which only `report` reads, run after the model stages
+    # the budgets "through phase1" and "through phase3" count from the run's start
+    # (docs/results.md): the baselines, which only `report` reads, run after the model stages
     from dvc.repo import Repo
     from dvc.repo.reproduce import plan_repro
 

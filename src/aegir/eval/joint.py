@@ -3,7 +3,7 @@
 The model gives every column a label distribution, and the usual reading takes each column's
 most probable label on its own. Two columns of one table then often take the same label where
 tables almost never repeat it: a fax column that reads like a telephone column beside the
-telephone column itself (README, Results: the fax columns), or two columns claiming the same
+telephone column itself (docs/experiments.md, "The fax columns"), or two columns claiming the same
 CPA relation to the subject, which no table of any split does. Joint decoding picks one label per
 column for the whole table at once, maximising
 

@@ -3,10 +3,11 @@
 A byte-level model has to learn from scratch that `"@"` then `".com"` means an email, or that
 `"°C"` means a temperature, by building n-gram detectors out of its first recurrent layers. A
 single-column TF-IDF classifier gets the same char 1–4-grams for free, which is why it beat
-the Phase 1 model on the labels one column's cells decide (README, Results). So, as the Byte
-Latent Transformer does (Pagnoni et al. 2024, "hash n-gram embeddings"), each byte position t
-also looks up one embedding per order n ∈ {2, …, `ngram_max`} of the n bytes ending at t
-(hashed into `buckets` rows per order), and the model adds their sum to the byte embedding.
+the Phase 1 model on the labels one column's cells decide (docs/experiments.md, "Byte n-gram
+embeddings and the primary's epochs"). So, as the Byte Latent Transformer does (Pagnoni et al.
+2024, "hash n-gram embeddings"), each byte position t also looks up one embedding per order
+n ∈ {2, …, `ngram_max`} of the n bytes ending at t (hashed into `buckets` rows per order), and
+the model adds their sum to the byte embedding.
 The stream and its 258-row byte embedding are unchanged; this is a second table beside it.
 
 Departures from BLT: orders 2…4 rather than 3…8 (columns are short: most cells are under 20

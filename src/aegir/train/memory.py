@@ -8,7 +8,8 @@ every time (the `cpu` preset's n-gram table gradient alone is 18.9 MB per shard,
 thread's arena), so a step can touch freshly mapped pages again, which the kernel faults in and
 zero-fills: from under a hundred to about 15,000 minor page faults per Phase 1 step of the `cpu`
 preset, and up to 0.05 s of system time (~4 % of the step's CPU time), varying from process to
-process on the 2-core machine (`benchmarks/bench_memory.py`; README, Benchmarks).
+process on the 2-core machine (`benchmarks/bench_memory.py`; docs/benchmarks.md,
+"Freed memory kept").
 
 `retain_freed_memory()` sets, through `mallopt`, an mmap threshold of 32 MiB (fixed: blocks up to
 that size come from the heaps and are reused), a trim threshold of 1 GiB, and a top pad of 64 MiB,

@@ -6,7 +6,8 @@
   bytes, spread over worker threads with one intra-op thread each, so the cores work on
   independent shards instead of splitting each small op between them. (At d_model 96 the ops
   are small: on the shared 2-core machine the whole-batch step with two intra-op threads was
-  slower than with one, every op waiting for both threads; README, Benchmarks.)
+  slower than with one, every op waiting for both threads; docs/benchmarks.md, "Phase 1 training
+  step: before and after".)
 
 The loss of the whole batch is not a sum over shards (cross-entropy is a mean over the batch's
 labels; the ratio loss is a function of batch-wide shares), but it is a function of sums over

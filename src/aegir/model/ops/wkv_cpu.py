@@ -10,7 +10,8 @@ head, in plain loops that the compiler vectorises; its backward recomputes the s
 chunk of `chunk_size` steps from a stored checkpoint and walks them in reverse (the formulas are
 at the top of `wkv_kernel.c`). The dechunk EMA likewise: its closed form
 (`aegir.model.chunking.ema_parallel`) builds an (L, L) weighting per row, the kernel's loop is
-O(L·D). README, Benchmarks: the ops and a training step, against the other forms.
+O(L·D). docs/benchmarks.md, "The CPU kernels": the ops and a training step, against the other
+forms.
 
 It is built on first use with the machine's C compiler (`$CC`, default `cc`; `-O3
 -march=native`) into a cache directory (`$AEGIR_CACHE_DIR`, default `~/.cache/aegir`), under

@@ -34,7 +34,7 @@
    vector register: 16 with AVX-512, 8 with AVX, else 4 (SSE, NEON). The backward's inner loop
    keeps 11 such values live (5 accumulators, 3 per-key constants, 3 state slices): with 16-float
    values on a machine of 256-bit registers each is two registers, 22 do not fit in its 16, and
-   the spills made the backward 4-5x slower (README, Benchmarks: "The CPU kernels on AVX2"). */
+   the spills made the backward 4-5x slower (docs/benchmarks.md, "The CPU kernels on AVX2"). */
 typedef float v8 __attribute__((vector_size(32)));
 typedef float v4 __attribute__((vector_size(16)));
 #if defined(__AVX512F__)
