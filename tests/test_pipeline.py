@@ -59,7 +59,7 @@ REPRODUCIBLE = ["data/prepared", "results/prepare/stats.json", "results/prepare/
                 "results/phase1/primary/live", "results/phase1/places/metrics.json",
                 "results/phase2/report.json", "results/phase2/metrics.json", "results/phase2/plots",
                 "models/phase4", "results/phase4/metrics.json", "results/phase4/scores.json",
-                "results/phase4/scaling.json", "results/phase4/live", "results/report"]
+                "results/phase4/scaling.json", "results/phase4/live", "results/calibrate", "results/report"]
 
 
 def test_repro_writes_prepared_data_and_baseline_metrics(project):
@@ -159,6 +159,28 @@ def test_report_gathers_every_stage_and_reruns_byte_identical(project):
     proc = run_tool(project, "dvc", "repro", "--force", "--single-item", "report")
     assert ran_stages(proc.stdout) == {"report"}
     assert tree_digest(project, ["results/report"]) == before
+    assert "up to date" in run_tool(project, "dvc", "status").stdout
+
+
+def test_calibrate_fits_on_valid_and_reruns_byte_identical(project):
+    """The calibrate stage: a temperature per task for every checkpoint the report compares, by
+    the checkpoint's fingerprint; its figures are DVC plots; a forced rerun writes the same bytes."""
+    from aegir.model.checkpoint import checkpoint_fingerprint
+
+    content = json.loads((project / "results/calibrate/calibration.json").read_text())
+    assert content["fit_split"] == "valid"
+    assert set(content["checkpoints"]) == {"models/phase1/primary", "models/phase3/control", "models/phase3",
+                                           "models/phase4"}
+    for path, entry in content["checkpoints"].items():
+        assert entry["fingerprint"] == checkpoint_fingerprint(project / path)
+        assert set(entry["temperature"]) == {"cta", "cpa"} and {"valid", "real"} <= set(entry["splits"])
+    shown = json.loads(run_tool(project, "dvc", "plots", "show", "--json").stdout)
+    assert {f"results/calibrate/figures/{name}" for name in ("reliability.png", "coverage.png")} \
+        <= set(shown.get("data", shown))
+    before = tree_digest(project, ["results/calibrate"])
+    proc = run_tool(project, "dvc", "repro", "--force", "--single-item", "calibrate")
+    assert ran_stages(proc.stdout) == {"calibrate"}
+    assert tree_digest(project, ["results/calibrate"]) == before
     assert "up to date" in run_tool(project, "dvc", "status").stdout
 
 
@@ -286,7 +308,7 @@ def test_snakemake_runs_the_same_dag_with_the_same_outputs_and_resumes_a_killed_
 def test_exp_run_on_lambda_reruns_phase2_not_phase1(project):
     lock_before = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
     proc = run_tool(project, "dvc", "exp", "run", "--set-param", "lambda.early=0.2")
-    assert ran_stages(proc.stdout) == {"phase2", "phase3", "phase4", "report"}, proc.stdout
+    assert ran_stages(proc.stdout) == {"phase2", "phase3", "phase4", "calibrate", "report"}, proc.stdout
     lock_after = yaml.safe_load((project / "dvc.lock").read_text())["stages"]
     for name in lock_before:
         if name.startswith("phase1") or name in ("prepare", "baselines"):

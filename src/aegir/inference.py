@@ -6,7 +6,7 @@ recorded in its config.json), so what the model reads at inference matches what 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,7 +19,9 @@ from aegir.data.dataset import Example, examples_from_tables, load_examples
 from aegir.data.prepared import split_path
 from aegir.errors import PIPELINE_HINT, DataError, is_pipeline_output
 from aegir.data.table import SampledColumn, Table
-from aegir.eval.grouped import TableReads, predict_tables, read_groups, rows_read, split_reads, table_reads
+from aegir.eval.calibration import temper_prediction
+from aegir.eval.grouped import (ALL_LABELS, TableReads, predict_tables, read_groups, rows_read, split_reads,
+                                table_reads)
 from aegir.eval.joint import repeats_of, table_decoder
 from aegir.eval.predict import TablePrediction, predict, score
 from aegir.labels import cpa_vocab, cta_vocab
@@ -143,6 +145,8 @@ class CheckpointAnnotator:
         from aegir.swarm.swarm import is_swarm_checkpoint, load_swarm
 
         self.checkpoint = checkpoint
+        # {cta, cpa}: the post-hoc temperatures applied to every confidence (`calibrate`); None: the model's own
+        self.temperatures: dict[str, float] | None = None
         self.swarm = None
         self.annotator: Annotator | None = None
         if is_swarm_checkpoint(checkpoint):
@@ -181,12 +185,15 @@ class CheckpointAnnotator:
         column's top-k CTA labels and (columns ≥ 1) CPA relations with confidences, how the
         checkpoint read the table, the checkpoint and its fingerprint."""
         where = paths[0] if paths else Path(".")
+        k = top_k if self.temperatures is None else ALL_LABELS  # a temperature needs each whole distribution
         if self.swarm is not None:
-            predictions, swarm_results, _ = swarm_predictions(self.checkpoint, tables, where, top_k,
+            predictions, swarm_results, _ = swarm_predictions(self.checkpoint, tables, where, k,
                                                               examples=list(examples), swarm=(self.swarm, self.prepare))
         else:
-            predictions = self.annotator.predictions(tables, examples, where, top_k)
+            predictions = self.annotator.predictions(tables, examples, where, k)
             swarm_results = [None] * len(tables)
+        if self.temperatures is not None:
+            predictions = [temper_prediction(p, self.temperatures, top_k) for p in predictions]
         return [self._result(table, path, prediction, swarm_result)
                 for table, path, prediction, swarm_result in zip(tables, paths, predictions, swarm_results)]
 
@@ -205,6 +212,8 @@ class CheckpointAnnotator:
             })
         result = {"table": str(path), "checkpoint": str(self.checkpoint), "fingerprint": self.fingerprint,
                   "rows": table.num_rows, "columns": columns}
+        if self.temperatures is not None:
+            result["temperature"] = dict(self.temperatures)
         annotator = self.annotator
         if annotator is not None:
             groups = read_groups(table.num_columns, annotator.read_columns)
@@ -244,9 +253,16 @@ def annotate_table(path: Path, checkpoint: Path, top_k: int = 1) -> dict:
 def format_annotations(result: dict) -> str:
     """A plain-text table: one row per column, widths fitted to the content."""
     rows = [("col", "name", "CTA (type)", "CPA (relation to col 0)", "sample")]
+    floor = result.get("min_confidence")
+
+    def shown(a: dict) -> str:
+        if "withheld" in a:  # below --min-confidence (aegir.annotate.withhold)
+            return f"{a['label']} ({a['withheld']} {a['confidence']:.2f} < {floor:g})"
+        return f"{a['label']} {a['confidence']:.2f}"
+
     for col in result["columns"]:
-        cta = ", ".join(f"{a['label']} {a['confidence']:.2f}" for a in col["cta"])
-        cpa = "(subject)" if col["cpa"] is None else ", ".join(f"{a['label']} {a['confidence']:.2f}" for a in col["cpa"])
+        cta = ", ".join(map(shown, col["cta"]))
+        cpa = "(subject)" if col["cpa"] is None else ", ".join(map(shown, col["cpa"]))
         rows.append((str(col["index"]), (col["name"] or "")[:24], cta, cpa, " | ".join(col["sample"])[:48]))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = [f"{result['table']}: {len(result['columns'])} columns, {result['rows']} rows (column 0 is the subject)"]
@@ -339,6 +355,30 @@ def _evaluate_swarm(checkpoint: Path, data: Path, splits: Sequence[str], prepare
         results[split] = score(examples, predictions)
         results[split]["mean_subagents"] = round(sum(r.subagents for r in swarm) / max(1, len(swarm)), 4)
     return results
+
+
+def prepared_predictions(checkpoint: Path, data: Path, splits: Sequence[str],
+                         top_k: int = 1) -> Iterator[tuple[str, list[Example], list[TablePrediction]]]:
+    """(split, its examples, a prediction per table) for each of `splits` of prepared data, read as
+    `evaluate_checkpoint` scores them (the reading plan and joint decoding a plain or orchestrator
+    checkpoint records; a swarm's own reading). The checkpoint is loaded once. `top_k` =
+    `ALL_LABELS`: each column's whole distribution, its chosen label first."""
+    from aegir.data.prepared import read_split, tables_from_arrow
+    from aegir.swarm.swarm import is_swarm_checkpoint, load_swarm
+
+    if is_swarm_checkpoint(checkpoint):
+        loaded, config = load_swarm(checkpoint)
+        swarm = (loaded, _prepare_of(config, checkpoint))
+        for split in splits:
+            tables, examples = tables_from_arrow(read_split(data, split)), load_examples(data, split)
+            predictions, _, _ = swarm_predictions(checkpoint, tables, data, top_k, examples=examples, swarm=swarm)
+            yield split, examples, predictions
+        return
+    annotator = load_for_inference(checkpoint)
+    for split in splits:
+        examples = load_examples(data, split)
+        plan = split_reads(data, split, examples, annotator.read_columns, annotator.read_views, annotator.prepare)
+        yield split, examples, annotator.predict_plan(plan, [e.table_id for e in examples], top_k)
 
 
 def format_scores(scores: dict[str, dict]) -> str:
