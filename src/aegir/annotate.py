@@ -8,6 +8,11 @@ failures, and the one-row-per-column output file.
 * **Checkpoint** (`default_checkpoint`): unless `--checkpoint` names one, the checkpoint the
   pipeline's report found best on `real` (`results/report/best.json`, written by the report
   stage), else `models/phase1/primary`, saying so.
+* **Calibration** (`checkpoint_temperatures`): the temperatures the `calibrate` stage fitted for
+  the checkpoint (`results/calibrate/calibration.json`, found by the checkpoint's fingerprint)
+  are applied to every confidence (`aegir.eval.calibration`); the labels do not change.
+* **Minimum confidence** (`withhold`): a column's CTA label or a pair's CPA relation whose
+  top-1 confidence is below `--min-confidence` becomes `unknown`, its confidence kept.
 * **Batches** (`annotate_files`): the checkpoint is loaded once; `batch_size` files are read
   (lazily: `CheckpointAnnotator.read`) and annotated in one pass of the model. A file that cannot
   be read or serialized fails alone, with its path and the reason; so does a table the model
@@ -33,13 +38,16 @@ from aegir.errors import AegirError, DataError
 
 DEFAULT_CHECKPOINT = Path("models/phase1/primary")
 BEST_CHECKPOINT_FILE = Path("results/report/best.json")  # the report stage's pick (aegir.eval.report.best_checkpoint)
+CALIBRATION_FILE = Path("results/calibrate/calibration.json")  # the calibrate stage's temperatures
+UNKNOWN = "unknown"  # the label of a column or pair below --min-confidence
 
 OUTPUT_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 
 # The output file's columns, one row per column of every table annotated: its file, its index
 # and name (None without a header), the top CTA label and CPA relation (None for the subject
-# column 0) with their confidences, with --top-k > 1 the top-k lists ({label, confidence}, best
-# first; JSON text in a CSV), and the checkpoint with its fingerprint.
+# column 0; "unknown" below --min-confidence) with their confidences, with --top-k > 1 the
+# model's top-k lists ({label, confidence}, best first; JSON text in a CSV), and the checkpoint
+# with its fingerprint.
 OUTPUT_COLUMNS = ("table", "column_index", "column_name", "cta_label", "cta_confidence", "cpa_label",
                   "cpa_confidence", "cta_top_k", "cpa_top_k", "checkpoint", "fingerprint")
 
@@ -90,6 +98,41 @@ def default_checkpoint(best_file: Path = BEST_CHECKPOINT_FILE,
                                    f"or name one with --checkpoint") from None
     return checkpoint, (f"using {checkpoint}, the best on {best.get('split', 'real')} in {best_file} "
                         f"({best.get('metric', 'score')} {score:.2f})")
+
+
+def checkpoint_temperatures(fingerprint: str, calibration: Path | None = None) -> tuple[dict | None, str]:
+    """(the temperatures {cta, cpa} fitted for the checkpoint of `fingerprint`, or None; a
+    sentence saying which). `calibration`: the calibrate stage's file; None: `CALIBRATION_FILE`
+    when it is there. A file named but missing or malformed is a `DataError`."""
+    from aegir.eval.calibration import read_calibration, temperatures_for
+
+    if calibration is None:
+        if not CALIBRATION_FILE.is_file():
+            return None, f"the model's own, uncalibrated (no {CALIBRATION_FILE}: the pipeline's calibrate stage writes it)"
+        calibration = CALIBRATION_FILE
+    temperatures = temperatures_for(read_calibration(calibration), fingerprint, calibration)
+    if temperatures is None:
+        return None, (f"the model's own, uncalibrated ({calibration} has no temperature for this checkpoint, "
+                      f"fingerprint {fingerprint[:16]}: `dvc repro calibrate` fits one)")
+    return temperatures, (f"calibrated with {calibration} (temperature CTA {temperatures['cta']:g}, "
+                          f"CPA {temperatures['cpa']:g}, fitted on valid)")
+
+
+def withhold(result: dict, min_confidence: float) -> dict:
+    """`result` (`CheckpointAnnotator.annotate`'s) with every column's CTA label and every pair's
+    CPA relation whose top-1 confidence is below `min_confidence` replaced by `UNKNOWN`:
+    `{"label": "unknown", "confidence": c, "withheld": the label}`, the other candidates after it."""
+    columns = []
+    for column in result["columns"]:
+        column = dict(column)
+        for task in ("cta", "cpa"):
+            candidates = column[task]
+            if candidates and candidates[0]["confidence"] < min_confidence:
+                first = candidates[0]
+                column[task] = [{"label": UNKNOWN, "confidence": first["confidence"], "withheld": first["label"]},
+                                *candidates[1:]]
+        columns.append(column)
+    return {**result, "min_confidence": min_confidence, "columns": columns}
 
 
 # --------------------------------------------------------------------------- annotating
@@ -195,11 +238,17 @@ def column_rows(result: dict, top_k: int) -> list[dict]:
         row = {"table": result["table"], "column_index": column["index"], "column_name": column["name"],
                "cta_label": cta[0]["label"], "cta_confidence": cta[0]["confidence"],
                "cpa_label": cpa[0]["label"] if cpa else None, "cpa_confidence": cpa[0]["confidence"] if cpa else None}
-        if top_k > 1:
-            row["cta_top_k"], row["cpa_top_k"] = cta, cpa
+        if top_k > 1:  # the model's candidates, a withheld label among them
+            row["cta_top_k"], row["cpa_top_k"] = _candidates(cta), _candidates(cpa)
         row["checkpoint"], row["fingerprint"] = result["checkpoint"], result["fingerprint"]
         rows.append(row)
     return rows
+
+
+def _candidates(labels: list[dict] | None) -> list[dict] | None:
+    if labels is None:
+        return None
+    return [{"label": a.get("withheld", a["label"]), "confidence": a["confidence"]} for a in labels]
 
 
 def rows_bytes(rows: list[dict], fmt: str, top_k: int) -> bytes:

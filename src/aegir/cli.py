@@ -2,6 +2,7 @@
 
     aegir annotate my_table.csv                  # CTA type + CPA relation of every column
     aegir annotate t.parquet --json --top-k 3
+    aegir annotate t.csv --min-confidence 0.8      # `unknown` where the confidence is below 0.8
     aegir annotate tables/ more/*.csv.gz --out labels.parquet   # many tables, one row per column
     aegir evaluate --checkpoint models/phase1/primary --data data/prepared
     aegir evaluate --checkpoint models/phase1/primary --data /data/sotab_v2 --out eval.json
@@ -28,6 +29,19 @@ def _fail(message: str) -> None:
     sys.exit(2)
 
 
+def _probability(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    """--min-confidence: a number in [0, 1] (a clear usage error, exit status 2, otherwise)."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a number: give a confidence between 0 and 1, e.g. 0.8") from None
+    if not 0.0 <= number <= 1.0:  # (NaN fails this too)
+        raise click.BadParameter(f"{value} is not between 0 and 1: give a confidence, e.g. 0.8 (not a percentage)")
+    return number
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="aegir")
 def main() -> None:
@@ -52,10 +66,20 @@ def main() -> None:
               help="labels shown per column, best first")
 @click.option("--batch-size", default=32, show_default=True, type=click.IntRange(1, 4096),
               help="tables read and annotated together")
+@click.option("--min-confidence", "min_confidence", default=None, metavar="P", callback=_probability,
+              help="give a column's type or a pair's relation as `unknown` when its top-1 (calibrated) confidence "
+                   "is below P, 0 ≤ P ≤ 1; the confidence is still shown. results/calibrate/calibration.json "
+                   "lists, per checkpoint and P, the share of real-table columns kept and the accuracy on them")
+@click.option("--calibration", type=click.Path(path_type=Path), default=None,
+              help="the calibrate stage's file of fitted temperatures, applied to every confidence (the labels do "
+                   "not change); the checkpoint's entry is found by its fingerprint. Default: "
+                   "results/calibrate/calibration.json when it is there")
+@click.option("--no-calibration", is_flag=True, help="give the model's own confidences, untempered")
 @click.option("--strict", is_flag=True, help="stop at the first table that fails (default: report it, go on)")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar (there is none when stderr is not a terminal)")
 def annotate(paths: tuple[str, ...], checkpoint: Path | None, out: Path | None, as_json: bool, top_k: int,
-             batch_size: int, strict: bool, quiet: bool) -> None:
+             batch_size: int, min_confidence: float | None, calibration: Path | None, no_calibration: bool,
+             strict: bool, quiet: bool) -> None:
     """Annotate tables with the trained model. Each PATH is a table file (CSV/TSV of any
     delimiter, also .gz or .zst; Parquet; JSON lines; SOTAB .json.gz), a directory (its table
     files, recursively) or a glob.
@@ -66,13 +90,20 @@ def annotate(paths: tuple[str, ...], checkpoint: Path | None, out: Path | None, 
     swarm (models/phase4), the sub-agents it spawned (how many, which checkpoint, on which
     columns), whether deep search ran, and the critical and total steps.
 
+    Confidences are calibrated: the temperatures the pipeline's calibrate stage fitted on the
+    validation split for this checkpoint (results/calibrate/calibration.json) are applied to
+    them, the labels unchanged; --no-calibration gives the model's own. With --min-confidence P
+    a label whose confidence is below P is given as `unknown` (text: `unknown (telephone 0.41 <
+    0.5)`; JSON: its "withheld" label; --out: the cta_label/cpa_label `unknown`): pick P from the
+    coverage curve in calibration.json (share of real-table columns kept, accuracy on them).
+
     The model is loaded once; a table that cannot be read is reported with its path and reason
     and skipped (--strict: the run stops). Exit status 0 when every table was annotated, 1 when
     any failed, 2 for a bad checkpoint or option. --out writes its file only when the run
     completes: never half-written.
     """
-    from aegir.annotate import (Failure, annotate_files, annotate_workers, column_rows, default_checkpoint,
-                                find_tables, output_format, write_rows)
+    from aegir.annotate import (Failure, annotate_files, annotate_workers, checkpoint_temperatures, column_rows,
+                                default_checkpoint, find_tables, output_format, withhold, write_rows)
     from aegir.inference import CheckpointAnnotator, format_annotations
     from aegir.progress import progress
     from aegir.train.memory import retain_freed_memory
@@ -86,6 +117,10 @@ def annotate(paths: tuple[str, ...], checkpoint: Path | None, out: Path | None, 
         files, problems = find_tables(paths)
         retain_freed_memory()  # batch after batch reuses its buffers (aegir.train.memory)
         annotator = CheckpointAnnotator(checkpoint, annotate_workers())
+        if no_calibration:
+            confidences = "the model's own, uncalibrated (--no-calibration)"
+        else:
+            annotator.temperatures, confidences = checkpoint_temperatures(annotator.fingerprint, calibration)
     except AegirError as exc:
         _fail(str(exc))
     failures = [Failure(Path(p.path), p.problem) for p in problems]
@@ -106,9 +141,12 @@ def annotate(paths: tuple[str, ...], checkpoint: Path | None, out: Path | None, 
     tables = 0
     if not as_json and out is None:
         click.echo(f"checkpoint: {annotator.checkpoint} (fingerprint {annotator.fingerprint[:16]})")
+        click.echo(f"confidences: {confidences}")
     try:
         for result in annotate_files(annotator, files, top_k, batch_size, report, bar.update):
             tables += 1
+            if min_confidence is not None:
+                result = withhold(result, min_confidence)
             if out is not None:
                 results.extend(column_rows(result, top_k))
             elif as_json:
@@ -121,7 +159,7 @@ def annotate(paths: tuple[str, ...], checkpoint: Path | None, out: Path | None, 
         if out is not None:
             write_rows(out, results, top_k)
             click.echo(f"wrote {out}: {len(results)} columns of {tables} tables ({annotator.checkpoint}, "
-                       f"fingerprint {annotator.fingerprint[:16]})", err=True)
+                       f"fingerprint {annotator.fingerprint[:16]}); confidences: {confidences}", err=True)
         elif as_json and not (one_table and failures):  # one table: its object (none when it failed)
             click.echo(json.dumps(results[0] if one_table else results, indent=2, ensure_ascii=False))
     except _Stop:

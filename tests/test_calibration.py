@@ -1,0 +1,256 @@
+"""Confidence a user can act on (aegir.eval.calibration, the `calibrate` stage, `aegir annotate
+--min-confidence` and its calibration): ECE, the temperature fit, the coverage curve, by hand and
+on a tiny checkpoint."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from aegir.cli import main
+from aegir.config import PrepareConfig, parse_params
+from aegir.eval.calibration import (Scored, coverage_curve, expected_calibration_error, fit_temperature,
+                                    for_accuracy, most_accurate, nll, reliability, temper, temper_prediction,
+                                    temperatures_for)
+from aegir.eval.joint import label_repeats
+from aegir.eval.predict import TablePrediction
+from aegir.labels import label_counts
+from aegir.model.aegir import AegirModel, preset
+from aegir.model.checkpoint import checkpoint_fingerprint, save_checkpoint
+from aegir.stages import calibrate as stage
+from aegir.stages.prepare import run as prepare_run
+from conftest import TINY_PARAMS_OVERRIDE
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+CSV = "hotel,phone,zip\nHotel Adlon,+49 30 22610,01234\nThe Ritz,+44 20 7493 8181,W1J 9BR\n"
+
+
+# --------------------------------------------------------------------------- by hand
+
+
+def test_ece_on_a_hand_computed_example():
+    # bins of width 1/15: 0.95 → bin 14, 0.45 → bin 6, 0.25 → bin 3
+    confidences = np.array([0.95, 0.95, 0.45, 0.45, 0.25])
+    correct = np.array([True, False, True, True, False])
+    # |0.5 − 0.95|·2/5 + |1 − 0.45|·2/5 + |0 − 0.25|·1/5 = 0.18 + 0.22 + 0.05
+    assert expected_calibration_error(confidences, correct) == pytest.approx(0.45)
+    bins = reliability(confidences, correct)
+    assert len(bins) == 15 and [b["count"] for b in bins if b["count"]] == [1, 2, 2]
+    assert bins[14] == {"lower": pytest.approx(14 / 15, abs=1e-6), "upper": 1.0, "count": 2, "confidence": 0.95,
+                        "accuracy": 0.5}
+    assert bins[0]["confidence"] is None and bins[0]["accuracy"] is None
+    # a confidence of exactly 1.0 falls in the last bin; a perfectly calibrated set scores 0
+    assert expected_calibration_error(np.array([1.0, 1.0]), np.array([True, True])) == 0.0
+    assert expected_calibration_error(np.array([]), np.array([])) == 0.0
+    # 2 bins: [0, 0.5) and [0.5, 1]: |0 − 0.3| · 1/3 + |1 − 0.75| · 2/3
+    assert expected_calibration_error(np.array([0.3, 0.7, 0.8]), np.array([False, True, True]), bins=2) == \
+        pytest.approx(0.3 / 3 + 0.25 * 2 / 3)
+
+
+def test_the_coverage_curve_on_a_hand_example():
+    confidences = np.array([0.9, 0.8, 0.6, 0.3])
+    correct = np.array([True, True, False, True])
+    curve = coverage_curve(confidences, correct, thresholds=(0.0, 0.5, 0.7, 0.85, 0.95))
+    assert [r["kept"] for r in curve] == [4, 3, 2, 1, 0]
+    assert [r["coverage"] for r in curve] == [1.0, 0.75, 0.5, 0.25, 0.0]
+    assert [r["accuracy"] for r in curve] == [0.75, pytest.approx(2 / 3, abs=1e-6), 1.0, 1.0, None]
+    # 95 %: first reached at P = 0.7, which keeps half the columns
+    assert for_accuracy(curve) == {"min_confidence": 0.7, "coverage": 0.5, "accuracy": 1.0}
+    assert for_accuracy(curve, target=1.01) is None
+    assert most_accurate(curve) == {"min_confidence": 0.7, "coverage": 0.5, "accuracy": 1.0}
+    # a confidence equal to P is kept
+    assert coverage_curve(np.array([0.5]), np.array([True]), thresholds=(0.5,))[0]["kept"] == 1
+
+
+def test_the_temperature_fit_recovers_a_known_temperature_and_never_changes_a_label():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(0.0, 3.0, size=(4000, 10))
+    true_t = 2.0  # the labels are drawn from softmax(z / 2): the model's softmax(z) is overconfident
+    truth = temper(np.exp(logits), true_t)
+    gold = np.array([rng.choice(10, p=row) for row in truth])
+    probs = temper(np.exp(logits), 1.0)
+    fitted = fit_temperature(probs, gold)
+    assert fitted == pytest.approx(true_t, rel=0.06)
+    assert fitted == fit_temperature(probs, gold)  # deterministic
+    assert nll(probs, gold, fitted) < min(nll(probs, gold, 1.0), nll(probs, gold, fitted * 1.2),
+                                          nll(probs, gold, fitted / 1.2))
+    # sharpening the other way: labels from softmax(2z) give T ≈ 0.5
+    sharp_gold = np.array([rng.choice(10, p=row) for row in temper(np.exp(logits), 0.5)])
+    assert fit_temperature(probs, sharp_gold) == pytest.approx(0.5, rel=0.06)
+    for t in (0.05, 0.5, fitted, 20.0):
+        tempered = temper(probs, t)
+        assert np.array_equal(tempered.argmax(axis=1), probs.argmax(axis=1))
+        assert np.allclose(tempered.sum(axis=1), 1.0)
+    # a calibrated model's confidences: ECE drops
+    scored = Scored(probs, probs.argmax(axis=1), gold)
+    assert expected_calibration_error(scored.confidences(fitted), scored.correct) < \
+        expected_calibration_error(scored.confidences(), scored.correct) / 3
+    assert fit_temperature(np.zeros((0, 10)), np.zeros(0, dtype=np.int64)) == 1.0
+
+
+def test_a_tempered_prediction_keeps_its_labels_in_order_the_chosen_one_first():
+    # every label, the chosen label (joint decoding) first though not the most probable
+    ids = np.array([[2, 0, 1], [1, 2, 0]])
+    probs = np.array([[0.3, 0.5, 0.2], [0.7, 0.2, 0.1]], dtype=np.float32)
+    prediction = TablePrediction("t", ids, probs, ids.copy(), probs.copy())
+    out = temper_prediction(prediction, {"cta": 0.5, "cpa": 3.0}, top_k=2)
+    assert out.cta_ids.tolist() == [[2, 0], [1, 2]] and out.cpa_ids.tolist() == [[2, 0], [1, 2]]
+    assert out.cta_probs[0] == pytest.approx(np.array([0.09, 0.25]) / 0.38)  # p² renormalised
+    assert out.cpa_probs[1, 0] < 0.7 and out.cta_probs[1, 0] > 0.7  # softer / sharper
+
+
+def test_temperatures_are_found_by_fingerprint():
+    calibration = {"checkpoints": {"models/x": {"fingerprint": "abc", "temperature": {"cta": 1.5, "cpa": 0.8}}}}
+    assert temperatures_for(calibration, "abc") == {"cta": 1.5, "cpa": 0.8}
+    assert temperatures_for(calibration, "other") is None
+    calibration["checkpoints"]["models/x"]["temperature"]["cta"] = -1
+    with pytest.raises(Exception, match="bad temperature"):
+        temperatures_for(calibration, "abc")
+
+
+# --------------------------------------------------------------------------- a tiny checkpoint
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> dict[str, Path]:
+    """Tiny prepared data (its valid and real splits) and two untrained checkpoints: one reading
+    whole tables, one in column groups of 4, two views, labels decoded jointly."""
+    root = tmp_path_factory.mktemp("calibration")
+    params = parse_params({k: v for k, v in TINY_PARAMS_OVERRIDE.items() if k in ("synthetic", "prepare")})
+    prepare_run(params, root / "prepared", root / "stats.json")
+    (root / "data").mkdir()  # the two splits the stage needs, for speed: it scores every split it finds
+    for split in ("valid", "real"):
+        shutil.copy(root / "prepared" / f"{split}.parquet", root / "data" / f"{split}.parquet")
+    prepare = asdict(PrepareConfig(byte_budget=512, max_rows=6))
+    torch.manual_seed(0)
+    plain = save_checkpoint(root / "plain", AegirModel(preset("tiny")), {"params": {"prepare": prepare}})
+    torch.manual_seed(1)
+    repeats = label_repeats([], label_counts()).to_json()
+    joint = save_checkpoint(root / "joint", AegirModel(preset("tiny")), {
+        "params": {"prepare": prepare, "reading": {"columns": 4, "views": 2, "joint_cta": 0.05, "joint_cpa": 0.2}},
+        "label_repeats": repeats})
+    return {"data": root / "data", "plain": plain, "joint": joint, "root": root}
+
+
+def digest(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_the_stage_writes_the_same_bytes_twice_and_its_accuracy_is_the_scored_f1(tiny, tmp_path):
+    from aegir.inference import evaluate_checkpoint
+
+    args = ["--data", str(tiny["data"]), "--checkpoint", str(tiny["plain"]), "--checkpoint", str(tiny["joint"])]
+    assert stage.main(args + ["--out", str(tmp_path / "a")]) == 0
+    assert stage.main(args + ["--out", str(tmp_path / "b")]) == 0
+    first = digest(tmp_path / "a")
+    assert set(first) == {"calibration.json", "figures/reliability.png", "figures/coverage.png"}
+    assert first == digest(tmp_path / "b")
+    content = json.loads((tmp_path / "a" / "calibration.json").read_text())
+    assert content["fit_split"] == "valid" and content["thresholds"][:3] == [0.0, 0.05, 0.1]
+    assert len(content["thresholds"]) == 20 and content["thresholds"][-1] == 0.95
+    for name in ("plain", "joint"):
+        entry = content["checkpoints"][tiny[name].as_posix()]
+        assert entry["fingerprint"] == checkpoint_fingerprint(tiny[name])
+        assert all(0.05 <= entry["temperature"][task] <= 20 for task in ("cta", "cpa"))
+        scores = evaluate_checkpoint(tiny[name], tiny["data"])
+        for split, by_task in entry["splits"].items():
+            for task, figures in by_task.items():
+                # the accuracy of the labels calibrated is the micro-F1 every stage reports: the
+                # same reading, the same (jointly decoded) labels
+                assert figures["n"] == scores[split][task]["support"], (name, split, task)
+                assert 100 * figures["accuracy"] == pytest.approx(scores[split][task]["micro_f1"], abs=1e-3)
+        for task in ("cta", "cpa"):
+            real = entry["real"][task]
+            assert [row["min_confidence"] for row in real["coverage"]] == content["thresholds"]
+            assert real["coverage"][0]["coverage"] == 1.0
+            assert sum(b["count"] for b in real["reliability"]["after"]) == entry["splits"]["real"][task]["n"]
+
+
+def test_the_stage_names_missing_data(tmp_path, tiny):
+    with pytest.raises(SystemExit) as exit_info:
+        stage.main(["--data", str(tmp_path / "nothing"), "--checkpoint", str(tiny["plain"]),
+                    "--out", str(tmp_path / "out")])
+    assert exit_info.value.code == 2 and not (tmp_path / "out").exists()
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_min_confidence_gives_unknown_below_p_and_validates_p(tiny, tmp_path):
+    table = tmp_path / "t.csv"
+    table.write_text(CSV)
+    ckpt = tiny["plain"]
+    # an untrained model's confidences are far below 0.9: every label withheld, its confidence kept
+    out = json.loads(invoke("annotate", table, "-c", ckpt, "--json", "--min-confidence", "0.9").stdout)
+    raw = json.loads(invoke("annotate", table, "-c", ckpt, "--json").stdout)
+    assert out["min_confidence"] == 0.9
+    for column, before in zip(out["columns"], raw["columns"]):
+        assert column["cta"][0] == {"label": "unknown", "confidence": before["cta"][0]["confidence"],
+                                    "withheld": before["cta"][0]["label"]}
+        if column["index"]:
+            assert column["cpa"][0]["label"] == "unknown" and column["cpa"][0]["withheld"] == before["cpa"][0]["label"]
+    text = invoke("annotate", table, "-c", ckpt, "--min-confidence", "0.9")
+    assert text.exit_code == 0
+    shown = f"unknown ({raw['columns'][1]['cta'][0]['label']} {raw['columns'][1]['cta'][0]['confidence']:.2f} < 0.9)"
+    assert shown in text.stdout
+    # P = 0 keeps every label; a P between the confidences withholds exactly those below it
+    assert json.loads(invoke("annotate", table, "-c", ckpt, "--json", "--min-confidence", "0").stdout)["columns"] \
+        == raw["columns"]
+    confidences = sorted(c["cta"][0]["confidence"] for c in raw["columns"])
+    p = (confidences[0] + confidences[-1]) / 2
+    mid = json.loads(invoke("annotate", table, "-c", ckpt, "--json", "--min-confidence", p).stdout)
+    assert [c["cta"][0]["label"] == "unknown" for c in mid["columns"]] == \
+        [c["cta"][0]["confidence"] < p for c in raw["columns"]]
+    # --out: the label `unknown`, the confidence kept; the top-k list keeps the model's candidates
+    rows_file = tmp_path / "labels.csv"
+    assert invoke("annotate", table, "-c", ckpt, "--out", rows_file, "--min-confidence", "0.9", "-k", "2").exit_code == 0
+    rows = list(csv.DictReader(rows_file.open()))
+    assert {r["cta_label"] for r in rows} == {"unknown"}
+    assert [float(r["cta_confidence"]) for r in rows] == [c["cta"][0]["confidence"] for c in raw["columns"]]
+    assert json.loads(rows[1]["cta_top_k"])[0]["label"] == raw["columns"][1]["cta"][0]["label"]
+    # P outside [0, 1] or not a number: a usage error naming the option, exit status 2
+    for bad, says in (("1.5", "not between 0 and 1"), ("-0.1", "not between 0 and 1"), ("nan", "not between 0 and 1"),
+                      ("80%", "is not a number")):
+        result = CliRunner().invoke(main, ["annotate", str(table), "-c", str(ckpt), "--min-confidence", bad])
+        assert result.exit_code == 2 and "--min-confidence" in result.output and says in result.output, result.output
+    assert "--min-confidence P" in invoke("annotate", "--help").stdout
+
+
+def test_annotate_applies_the_temperature_fitted_for_its_checkpoint(tiny, tmp_path):
+    table = tmp_path / "t.csv"
+    table.write_text(CSV)
+    ckpt = tiny["plain"]
+    calibration = tmp_path / "calibration.json"
+    calibration.write_text(json.dumps({"checkpoints": {"elsewhere/model": {
+        "fingerprint": checkpoint_fingerprint(ckpt), "temperature": {"cta": 0.25, "cpa": 4.0}}}}))
+    raw = json.loads(invoke("annotate", table, "-c", ckpt, "--json", "-k", "3", "--no-calibration").stdout)
+    tempered = json.loads(invoke("annotate", table, "-c", ckpt, "--json", "-k", "3", "--calibration", calibration).stdout)
+    assert "temperature" not in raw and tempered["temperature"] == {"cta": 0.25, "cpa": 4.0}
+    for before, after in zip(raw["columns"], tempered["columns"]):
+        assert [a["label"] for a in after["cta"]] == [a["label"] for a in before["cta"]]  # labels unchanged
+        assert after["cta"][0]["confidence"] > before["cta"][0]["confidence"]  # T < 1 sharpens
+        if after["cpa"]:
+            assert [a["label"] for a in after["cpa"]] == [a["label"] for a in before["cpa"]]
+            assert after["cpa"][0]["confidence"] < before["cpa"][0]["confidence"]  # T > 1 softens
+    text = invoke("annotate", table, "-c", ckpt, "--calibration", calibration)
+    assert f"confidences: calibrated with {calibration} (temperature CTA 0.25, CPA 4" in text.stdout
+    # a file without this checkpoint: the model's own confidences, said so
+    (tmp_path / "other.json").write_text(json.dumps({"checkpoints": {}}))
+    other = invoke("annotate", table, "-c", ckpt, "--calibration", tmp_path / "other.json")
+    assert "uncalibrated" in other.stdout and "has no temperature for this checkpoint" in other.stdout
+    # a named file that is missing: a clear error
+    missing = CliRunner().invoke(main, ["annotate", str(table), "-c", str(ckpt), "--calibration",
+                                        str(tmp_path / "nope.json")])
+    assert missing.exit_code == 2 and "calibrate" in missing.output
