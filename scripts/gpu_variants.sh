@@ -5,9 +5,16 @@
 # Each variant writes runs/<NAME>/ (its summary.json: seconds per stage, micro-F1 per model and
 # split) and OUT/<NAME>.log. AEGIR_GPU_SECONDS (default 500) bounds the pipelines; a variant still
 # running then is stopped and what it finished is kept. No resume states are saved (checkpoint_every=0).
+# Packages a bare CUDA image lacks: `bash scripts/gpu_wheels.sh` puts their wheels in .whl/ (installed
+# from there below); run it from a copy of the checkout without .git and .dvc (scripts/gpu_wheels.sh).
 set -u
 out=$(realpath -m "${1:?usage: gpu_variants.sh OUT NAME='--set ...' ...}"); shift
 budget=${AEGIR_GPU_SECONDS:-500}
+if ! [[ $budget =~ ^[0-9]+$ ]] || (( budget < 60 )); then
+    echo "AEGIR_GPU_SECONDS: expected whole seconds, at least 60, got '$budget'" >&2
+    exit 2
+fi
+(( $# > 0 )) || { echo "gpu_variants.sh: name at least one variant: NAME='--set key=value ...'" >&2; exit 2; }
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 if [ -d .whl ]; then

@@ -94,3 +94,20 @@ def test_the_gpu_check_script_refuses_an_absurd_budget_before_writing(tmp_path, 
                           capture_output=True, env={**os.environ, "AEGIR_GPU_CHECK_SECONDS": budget})
     assert proc.returncode == 2 and "AEGIR_GPU_CHECK_SECONDS" in proc.stderr and budget in proc.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("script", ["gpu_variants.sh", "gpu_wheels.sh"])
+def test_the_gpu_scripts_parse(script):
+    assert subprocess.run(["bash", "-n", str(ROOT / "scripts" / script)], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("budget,variants", [("fast", ["a=--set phase3.steps=1"]), ("10", ["a=--set phase3.steps=1"]),
+                                             ("300", [])])
+def test_the_gpu_variants_script_refuses_bad_arguments_before_writing(tmp_path, budget, variants):
+    import os
+
+    out = tmp_path / "out"
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_variants.sh"), str(out), *variants], cwd=ROOT,
+                          text=True, capture_output=True, env={**os.environ, "AEGIR_GPU_SECONDS": budget})
+    assert proc.returncode == 2 and not out.exists()
+    assert ("AEGIR_GPU_SECONDS" in proc.stderr and budget in proc.stderr) if variants else "variant" in proc.stderr
