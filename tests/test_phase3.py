@@ -229,10 +229,19 @@ def test_phase4_reports_the_swarm_and_a_killed_run_resumes_to_the_same_bytes(tin
     # the DVC metrics: the learned policy's (the swarm's) headline only
     assert set(metrics) == {"swarm"} and set(metrics["swarm"]) == {"cta", "cpa"}
     assert metrics["swarm"]["cpa"]["real"] == round(scores["learned"]["cpa"]["real"]["micro_f1"], 2)
-    # never spawning is the Phase 3 orchestrator's own labels (the merge only rescales them)
+    # never spawning is the Phase 3 fused orchestrator exactly as `phase3` scored it (column groups,
+    # row views, joint decoding), from the distributions it stored: every split, both tasks
     fused = json.loads((tiny_phase1 / "a/metrics/scores.json").read_text())["fused"]
-    assert scores["never"]["cta"]["test"]["micro_f1"] == pytest.approx(fused["cta"]["test"]["micro_f1"])
+    assert (tiny_phase1 / "a/model/eval_reads.safetensors").is_file()
+    assert scores["phase3_reading"]["store"] == "found" and all(scores["phase3_reading"]["stored"].values())
+    for task in ("cta", "cpa"):
+        assert scores["never"][task] == fused[task], task
     assert scores["never"]["spawn"]["test"]["mean_subagents"] == 0
+    for split in scores["never"]["spawn"]:  # the share of tables with a sub-agent: none never, all always
+        assert scores["never"]["spawn"][split]["spawn_share"] == 0
+        assert scores["always"]["spawn"][split]["spawn_share"] == 1
+        learned = scores["learned"]["spawn"][split]
+        assert (learned["spawn_share"] > 0) == (learned["mean_subagents"] > 0), split
     cap = longer["phase4"]["max_subagents"]
     for kind in ("learned", "never", "always"):  # F1 per critical step, per split and on the pooled scaling splits
         mix = scores[kind]["mix"]
@@ -325,7 +334,11 @@ def test_annotate_and_evaluate_with_the_swarm_checkpoint(tiny_phase1):
     result = json.loads(proc.stdout)
     swarm = result["swarm"]
     assert set(swarm) == {"subagents", "specialist", "groups", "deep_search", "deep_columns", "phase3_specialists",
-                          "critical_steps", "total_steps"}
+                          "critical_steps", "total_steps", "changes"}
+    for change in swarm["changes"]:  # what the sub-agents changed: the Phase 3 reading's label → the swarm's
+        assert change["before"] != change["after"] and change["task"] in ("cta", "cpa")
+        final = result["columns"][change["column"]][change["task"]][0]["label"]
+        assert final == change["after"]
     assert 0 <= swarm["subagents"] <= 4 and len(swarm["groups"]) == swarm["subagents"]
     assert sorted(c for g in swarm["groups"] for c in g[1:]) == (list(range(1, 6)) if swarm["subagents"] else [])
     assert swarm["critical_steps"] <= swarm["total_steps"] and len(result["columns"]) == 6
@@ -349,14 +362,24 @@ def test_phase4_trains_on_train_tables_and_the_wide_train_split(tiny_phase1):
     from aegir.swarm.checkpoint import load_orchestrator
     from aegir.swarm.spawn import family_of_labels
     from aegir.swarm.specialist import load_agents
+    import torch
+
+    from aegir.swarm.swarm import Phase3Reading, phase3_readings
 
     if not (tiny_phase1 / "a/model/model.safetensors").exists():
         run_module(tiny_phase1, *phase3_args("a"))
     params = load_params(tiny_phase1 / "params.yaml")
     orch, _ = load_orchestrator(tiny_phase1 / "a/model")
+    reading = Phase3Reading(columns=4, views=2)  # (this module's stages read each table whole, once)
     data = load_training(tiny_phase1 / "data", orch, load_agents(tiny_phase1 / "models", ["primary"]), params,
-                         family_of_labels(cta_vocab())[0])
+                         family_of_labels(cta_vocab())[0], reading)
     ids = [e.table_id for e in data.examples]
+    # each view holds the orchestrator's reading of its table as `phase3` scores them (column
+    # groups, row views), not its one read of the shared stream
+    plan = reading.plan(data.tables, data.examples, params.prepare, tiny_phase1 / "data")
+    assert len(plan.reads) > len(data.examples)
+    for view, expected in zip(data.views, phase3_readings(orch, plan, ids, 8)):
+        assert torch.equal(view.cta_logp.argmax(-1), torch.from_numpy(expected.cta_ids[:, 0]))
     assert len(ids) == len(data.views) == len(data.tables) == 16 + 4
     assert all(i.startswith("synth_train_") for i in ids[:16]) and len(set(ids[:16])) == 16
     assert [i[:len("synth_wide_train_000000")] for i in ids[16:]] == [f"synth_wide_train_{i:06d}" for i in range(4)]

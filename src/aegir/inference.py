@@ -21,7 +21,7 @@ from aegir.errors import PIPELINE_HINT, DataError, is_pipeline_output
 from aegir.data.table import SampledColumn, Table
 from aegir.eval.calibration import temper_prediction
 from aegir.eval.grouped import (ALL_LABELS, TableReads, predict_tables, read_groups, rows_read, split_reads,
-                                table_reads)
+                                table_reads, top)
 from aegir.eval.joint import repeats_of, table_decoder
 from aegir.eval.predict import TablePrediction, predict, score
 from aegir.labels import cpa_vocab, cta_vocab
@@ -119,11 +119,8 @@ def swarm_predictions(checkpoint: Path, tables, where: Path, top_k: int = 1, exa
     swarm, prepare = swarm
     examples = examples if examples is not None else _examples(tables, prepare, where)
     results = swarm.annotate(tables, examples, prepare, where)
-    predictions = []
-    for example, r in zip(examples, results):
-        cta_p, cta_i = r.cta_logp.exp().topk(min(top_k, r.cta_logp.shape[-1]), dim=-1)
-        cpa_p, cpa_i = r.cpa_logp.exp().topk(min(top_k, r.cpa_logp.shape[-1]), dim=-1)
-        predictions.append(TablePrediction(example.table_id, cta_i.numpy(), cta_p.numpy(), cpa_i.numpy(), cpa_p.numpy()))
+    # each table's labels as the swarm decoded them (the orchestrator's joint decoding)
+    predictions = [top(r.prediction, top_k) for r in results]
     return predictions, results, examples
 
 
@@ -233,7 +230,11 @@ class CheckpointAnnotator:
             result["swarm"] = {"subagents": r.subagents, "specialist": r.specialist,
                                "groups": [list(g) for g in r.groups], "deep_search": r.deep,
                                "deep_columns": list(r.deep_columns), "phase3_specialists": r.phase3_activated,
-                               "critical_steps": r.critical_steps, "total_steps": r.total_steps}
+                               "critical_steps": r.critical_steps, "total_steps": r.total_steps,
+                               # what the sub-agents changed: the label Phase 3's reading alone gave → the swarm's
+                               "changes": [{"task": task, "column": c, "before": (cta if task == "cta" else cpa)[b],
+                                            "after": (cta if task == "cta" else cpa)[a]}
+                                           for task, c, b, a in r.changes()]}
         return result
 
 
@@ -274,6 +275,10 @@ def format_annotations(result: dict) -> str:
                 else "no deep search")
         lines.append(f"swarm: {spawned}; {deep}; Phase 3 specialists: {', '.join(s['phase3_specialists']) or 'none'}; "
                      f"{s['critical_steps']} critical steps, {s['total_steps']} total")
+        if s["subagents"] or s["deep_search"]:
+            lines.append("sub-agents changed: " + ("; ".join(
+                f"col {x['column']} {x['task'].upper()} {x['before']} → {x['after']}" for x in s["changes"])
+                or "no label (the Phase 3 reading stands)"))
     if "read_groups" in result:
         lines.append(f"read in {len(result['read_groups'])} column groups (the subject with each): "
                      + " ".join("[" + ",".join(map(str, g)) + "]" for g in result["read_groups"]))

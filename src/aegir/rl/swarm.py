@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from aegir.data.batch import IGNORE_INDEX
+from aegir.eval.predict import TablePrediction
 from aegir.rl.ppo import PPOStats, clipped_token_loss, group_advantages
 from aegir.rl.rewards import (
     RewardConfig,
@@ -58,10 +59,13 @@ from aegir.swarm.spawn import (
 class TableView:
     """What Phase 4 knows of one table before spawning: from the frozen Phase 3 orchestrator.
 
-    cta_logp (C, n_cta), cpa_logp (C, n_cpa): its routed output's log-probs; hidden (D,): its
+    cta_logp (C, n_cta), cpa_logp (C, n_cpa): the orchestrator's label log-probs (its reading
+    of the table as `phase3` scores it, `aegir.swarm.swarm.phase3_readings`); hidden (D,): its
     pooled encoder output; phase3_reads: read steps of the Phase 3 specialists it activated;
     deep_columns: columns whose top-1 CTA label has a family; gold labels (C,) each;
-    stream_bytes: length of its shared stream; phase3_active: which Phase 3 specialists ran.
+    stream_bytes: length of its shared stream; phase3_active: which Phase 3 specialists ran;
+    reading: that reading as a prediction (every label, best first), None when the view holds
+    a single read's log-probs.
     """
 
     num_columns: int
@@ -74,6 +78,7 @@ class TableView:
     cpa_gold: torch.Tensor
     stream_bytes: int
     phase3_active: tuple[bool, ...] = ()
+    reading: TablePrediction | None = None
 
 
 def decision_keys(table: int, view: TableView, subagents: int, specialist: str, deep: bool) -> list[CacheKey]:
@@ -87,11 +92,14 @@ def decision_keys(table: int, view: TableView, subagents: int, specialist: str, 
 def swarm_logp(table: int, view: TableView, subagents: int, specialist: int, deep: bool, cache: SubagentCache,
                merge: SwarmMerge, names: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
     """The swarm's merged (CTA (C, n_cta), CPA (C, n_cpa)) log-probs of one table's decision:
-    the wide search's per-column merge, then (if `deep`) the coarse family and the fine stage."""
+    the wide search's per-column merge, then (if `deep`) the coarse family and the fine stage.
+    A decision that spawns nothing keeps the orchestrator's log-probs as they are."""
     C, name = view.num_columns, names[specialist]
+    subtasks = wide_subtasks(C, subagents)
+    if not subtasks and not (deep and view.deep_columns):
+        return view.cta_logp, view.cpa_logp
     cta = F.log_softmax(merge.primary[0] * view.cta_logp, -1)
     cpa = F.log_softmax(merge.primary[1] * view.cpa_logp, -1)
-    subtasks = wide_subtasks(C, subagents)
     if subtasks:
         outputs = [cache.get((table, cols, name)) for cols in subtasks]
         sub_cta, covered = spawned_logp(C, outputs, subtasks, "cta")

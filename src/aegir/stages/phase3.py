@@ -28,7 +28,10 @@ the same forward on the same batches gave those bits, so the scores are the same
 
 Outputs:
   --out       the fused orchestrator (`aegir.swarm.checkpoint`; specialists by fingerprint) and
-              `control/` (a plain model checkpoint of the control's primary)
+              `control/` (a plain model checkpoint of the control's primary); beside each, its
+              distributions on every read of the evaluation splits as it was scored
+              (`eval_reads.safetensors`, `aegir.eval.reads`): where Phase 4 starts, and what
+              `calibrate` reads
   --metrics   metrics.json (DVC metrics, `aegir.eval.metrics.headline`: per task the benchmark
               and real-table micro-F1 of `fused` and `control`), scores.json (every
               variant's micro/macro F1 per split with supports — the Phase 1 primary and the
@@ -68,7 +71,7 @@ from aegir.eval.joint import CONFIG_KEY as JOINT_CONFIG_KEY
 from aegir.eval.joint import LabelRepeats, repeats_of, table_decoder
 from aegir.eval.metrics import headline, wall_minutes
 from aegir.eval.predict import TablePrediction, predict, predictions_from_probs, score, table_predictions
-from aegir.eval.reads import StoredReads
+from aegir.eval.reads import READS_FILE, StoredReads, dense_distributions, save_eval_reads
 from aegir.eval.routing import routing_stats, slice_scores, slices_beaten
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.aegir import AegirModel, AegirOutput
@@ -416,7 +419,9 @@ def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: A
                  reading: ReadingConfig | None = None, prepare: PrepareConfig | None = None,
                  show_progress: bool = True, workers: OneThreadWorkers | None = None,
                  checkpoints: dict[str, Path] | None = None, reused: dict[str, str] | None = None,
-                 repeats: LabelRepeats | None = None) -> tuple[dict, dict]:
+                 repeats: LabelRepeats | None = None,
+                 kept_reads: dict[str, dict[str, tuple[list[Example], dict[str, torch.Tensor]]]] | None = None
+                 ) -> tuple[dict, dict]:
     """(scores, report): F1 with supports of every variant on every evaluation split, routing
     statistics and critical steps; and each specialist's slices where it beats the Phase 1
     primary. Every variant reads each table as Phase 1 scores it (`reading`: column groups, row
@@ -425,10 +430,13 @@ def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: A
     of each specialist, whose stored distributions (aegir.eval.reads) are taken where they match
     instead of running that model; `reused`, if given, receives per model "stored" or why not.
     `repeats`: the Phase 1 primary's label repeat counts, for the reading's joint decoding
-    (aegir.eval.joint), which every variant gets alike."""
+    (aegir.eval.joint), which every variant gets alike. `kept_reads`, if given, receives per
+    variant ("fused", "control") and split its distributions on every read (`aegir.eval.reads`),
+    which the stage stores beside each checkpoint: Phase 4 starts from exactly what Phase 3 scored,
+    and `calibrate` reads them instead of running the models again."""
     reading = reading or ReadingConfig()
     decode = table_decoder(repeats, reading.joint_weights, "reading")
-    top_k = 1 if decode is None else ALL_LABELS
+    top_k = ALL_LABELS  # every label's probability: the joint decoding and the stored reads need them
     # each checkpoint directory opened once ("phase1" and the specialist "primary" share one)
     checkpoints = checkpoints or {}
     settings = {"data": data_fingerprint(data_dir, SPLITS), "prepare": asdict(prepare or PrepareConfig()),
@@ -456,16 +464,18 @@ def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: A
             for name in stores:
                 if name not in stored:
                     reused[name] = f"recomputed on {split}: other reads"
+        reads = predict_variants_shared(fused, control, phase1, plan.reads, cfg.eval_batch_size, ALL_LABELS,
+                                        workers, stored)
+        if kept_reads is not None:
+            for name in ("fused", "control"):
+                kept_reads.setdefault(name, {})[split] = (plan.reads, dense_distributions(
+                    reads[name], {"cta": len(cta_vocab()), "cpa": len(cpa_vocab())}))
         if plan.one_read_per_table:
-            variants = predict_variants_shared(fused, control, phase1, plan.reads, cfg.eval_batch_size, top_k,
-                                               workers=workers, stored=stored)
+            variants = reads
         else:
-            reads = predict_variants_shared(fused, control, phase1, plan.reads, cfg.eval_batch_size, ALL_LABELS,
-                                            workers, stored)
             ids = [e.table_id for e in examples]
             variants = {name: merge_predictions(plan, predictions, ids, top_k) for name, predictions in reads.items()}
-        if decode is not None:
-            variants = {name: decoded(predictions, decode, 1) for name, predictions in variants.items()}
+        variants = {name: decoded(predictions, decode, 1) for name, predictions in variants.items()}
         for name in VARIANTS:
             result = score(examples, variants[name])
             for task in ("cta", "cpa"):
@@ -544,9 +554,10 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
     try:
         # the frozen models' distributions as their phase1 stage stored them, where they match
         reused: dict[str, str] = {}
+        kept_reads: dict[str, dict[str, tuple[list[Example], dict[str, torch.Tensor]]]] = {}
         scores, report = evaluate_all(fused, control, phase1.eval(), specialists, data_dir, cfg,
                                       params.reading, params.prepare, accelerator.is_local_main_process, workers,
-                                      {"phase1": models_dir / "primary", **dirs}, reused, repeats)
+                                      {"phase1": models_dir / "primary", **dirs}, reused, repeats, kept_reads)
     finally:
         if workers:
             workers.close()
@@ -570,6 +581,12 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
         with atomic.staged_dir(out_dir) as staging:
             save_orchestrator(staging, fused, dirs, {**extra, "run": "fused"})
             save_checkpoint(staging / "control", control.primary, {**extra, "run": "control"})
+            # what each model predicted on every read of the evaluation splits, as scored above
+            # (aegir.eval.reads): Phase 4's never-spawn control starts from the fused ones
+            for name, directory in (("fused", staging), ("control", staging / "control")):
+                save_eval_reads(directory / READS_FILE, kept_reads[name], {
+                    "checkpoint": checkpoint_fingerprint(directory), "data": base["data"],
+                    "prepare": asdict(params.prepare), "reading": asdict(params.reading)})
         # (specialist paths are relative to the staging directory, a sibling of out_dir: the
         # same relative paths hold once it is renamed into place)
         atomic.write_json(metrics_dir / "scores.json", scores)

@@ -4,8 +4,12 @@
         --phase3 models/phase3 --models models/phase1 --out models/phase4 \\
         --metrics results/phase4 --state state/phase4
 
-1. The Phase 3 orchestrator (frozen) reads every table once: its routed labels, its pooled
-   encoder output, the specialists it activated (`TableView`).
+1. The Phase 3 orchestrator (frozen) reads every table exactly as `phase3` scored it (column
+   groups, row views; on the evaluation splits the distributions Phase 3 stored beside its
+   checkpoint, `aegir.eval.reads`), and once more as one stream for its pooled encoder output
+   and the specialists it activated (`TableView`). Every policy's labels go through the joint
+   decoding Phase 3's checkpoint records, so never spawning *is* Phase 3's fused orchestrator
+   (`aegir.swarm.swarm`: the swarm starts where Phase 3 ends).
 2. A spawning policy (`aegir.swarm.policy`) decides per table how many sub-agents (0 …
    `max_subagents`), which frozen Phase 1 checkpoint they instantiate, and whether to run deep
    search; the sub-agents' outputs merge per column (`aegir.swarm.spawn`). Sub-agents are
@@ -17,7 +21,7 @@
    (many-column tables, so that the policy meets the tables where spawning pays); each
    critical step a decision adds costs `phase4.step_cost` of reward.
 3. Scored on every evaluation split: the learned policy (at `max_subagents`) and two fixed
-   controls, never spawn (serial collapse: the Phase 3 orchestrator, through the merge) and
+   controls, never spawn (serial collapse: the Phase 3 orchestrator as `phase3` scores it) and
    always spawn the maximum (spurious parallelism); and the scaling curve, for each budget n of
    `scaling_n` on `test`, `corner_cases`, `wide`: F1, mean spawned, critical and total steps of
    the learned policy capped at n and the two controls, and wall-clock per table of n
@@ -28,7 +32,9 @@
 
 Outputs:
   --out       policy + merge (`model.safetensors`) and config.json naming the Phase 3
-              orchestrator and the sub-agent checkpoints by fingerprint
+              orchestrator and the sub-agent checkpoints by fingerprint; eval_reads.safetensors:
+              the learned policy's merged distributions on every evaluation table (one read per
+              table, `aegir.eval.reads`, before the joint decoding), what `calibrate` reads
   --metrics   metrics.json (DVC metrics, `aegir.eval.metrics.headline`: per task the benchmark
               and real-table micro-F1 of the learned policy, `swarm`), scores.json (micro/macro
               F1 per split of `learned`, `never`, `always` with supports, spawning and
@@ -54,12 +60,14 @@ import numpy as np
 import torch
 
 from aegir import atomic
-from aegir.config import EVAL_SPLITS, SWARM_TRAIN_SPLIT, TRAIN_SPLIT, Params, Phase4Config, load_params
+from aegir.config import EVAL_SPLITS, SPLITS, SWARM_TRAIN_SPLIT, TRAIN_SPLIT, Params, Phase4Config, load_params
 from aegir.data.dataset import Example, epoch_order, examples_from_arrow
 from aegir.data.prepared import read_split, split_path, tables_from_arrow
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.errors import AegirError, check_config
+from aegir.eval.grouped import top
 from aegir.eval.metrics import headline, wall_minutes
+from aegir.eval.reads import READS_FILE, StoredReads, save_eval_reads, stored_predictions
 from aegir.eval.predict import TablePrediction, score
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.checkpoint import checkpoint_fingerprint
@@ -80,7 +88,7 @@ from aegir.swarm.spawn import (
     subtask_examples,
     wide_subtasks,
 )
-from aegir.swarm.swarm import Swarm, save_swarm, table_views
+from aegir.swarm.swarm import Phase3Reading, Swarm, phase3_reading, phase3_readings, save_swarm, table_views
 from aegir.swarm.specialist import load_agents
 from aegir.train.memory import retain_freed_memory
 from aegir.train.resume import TrainingProgress, fingerprint, load_state, resumed_live, save_state
@@ -100,21 +108,27 @@ class SplitData:
 
 
 def load_split(name: str, data_dir: Path, orch: SwarmOrchestrator, subagents: dict, params: Params,
-               family: torch.Tensor, limit: int = 0) -> SplitData:
-    """The first `limit` tables of split `name` (0: all), its Parquet file read once."""
+               family: torch.Tensor, reading: Phase3Reading, store: StoredReads | None,
+               limit: int = 0) -> tuple[SplitData, bool]:
+    """The first `limit` tables of split `name` (0: all), its Parquet file read once, the
+    orchestrator's reading of each as `phase3` scored it (`store`: the distributions Phase 3
+    stored, taken when they are of these reads); and whether they were."""
     cfg: Phase4Config = params.phase4
     arrow = read_split(data_dir, name)
     if limit:
         arrow = arrow.slice(0, limit)
     examples = examples_from_arrow(arrow, split_path(data_dir, name))
     tables = tables_from_arrow(arrow)
-    views = table_views(orch, examples, cfg.eval_batch_size, family)
+    plan = reading.plan(tables, examples, params.prepare, split_path(data_dir, name))
+    stored = stored_predictions(store, name, plan.reads) if store is not None else None
+    readings = phase3_readings(orch, plan, [e.table_id for e in examples], cfg.eval_batch_size, stored)
+    views = table_views(orch, examples, cfg.eval_batch_size, family, readings)
     cache = SubagentCache(tables, subagents, params.prepare, split_path(data_dir, name), cfg.eval_batch_size)
-    return SplitData(name, examples, tables, views, cache)
+    return SplitData(name, examples, tables, views, cache), stored is not None
 
 
 def load_training(data_dir: Path, orch: SwarmOrchestrator, subagents: dict, params: Params,
-                  family: torch.Tensor) -> SplitData:
+                  family: torch.Tensor, reading: Phase3Reading) -> SplitData:
     """Phase 4's training tables: `train_tables` of `train` (a seeded sample), then the first
     `wide_train_tables` of `wide_train`, as one list with one sub-agent cache."""
     cfg: Phase4Config = params.phase4
@@ -133,7 +147,9 @@ def load_training(data_dir: Path, orch: SwarmOrchestrator, subagents: dict, para
         wide = wide.slice(0, cfg.wide_train_tables)
         examples += examples_from_arrow(wide, split_path(data_dir, SWARM_TRAIN_SPLIT))
         tables += tables_from_arrow(wide)
-    views = table_views(orch, examples, cfg.eval_batch_size, family)
+    plan = reading.plan(tables, examples, params.prepare, data_dir)
+    readings = phase3_readings(orch, plan, [e.table_id for e in examples], cfg.eval_batch_size)
+    views = table_views(orch, examples, cfg.eval_batch_size, family, readings)
     cache = SubagentCache(tables, subagents, params.prepare, data_dir, cfg.eval_batch_size)
     return SplitData(TRAIN_SPLIT, examples, tables, views, cache)
 
@@ -283,18 +299,20 @@ def deep_search_effect(swarm: Swarm, data: SplitData, family: torch.Tensor,
 
 def evaluate(swarm: Swarm, data: SplitData, chosen: list[tuple[int, int, bool]],
              predictions: list[TablePrediction] | None = None, critical: list[int] | None = None,
-             spawned: list[int] | None = None) -> dict:
+             spawned: list[int] | None = None, distributions: dict[str, torch.Tensor] | None = None) -> dict:
     """F1 (with supports) of one variant's decisions on a split, and its spawning statistics;
     `predictions`, `critical` and `spawned`, when given, receive each table's labels, critical
-    steps and sub-agents (wide and deep)."""
+    steps and sub-agents (wide and deep); `distributions` the merged label distributions of every
+    column before the joint decoding (`aegir.eval.reads` layout, one read per table)."""
     results = swarm.run(data.views, chosen, data.cache)
+    if distributions is not None:
+        for task in ("cta", "cpa"):
+            distributions[task] = torch.cat([getattr(r, f"{task}_logp").exp() for r in results]).float()
+        distributions["columns"] = torch.tensor([r.cta_logp.shape[0] for r in results], dtype=torch.int64)
     predictions = [] if predictions is None else predictions
     first = len(predictions)
-    for example, r in zip(data.examples, results):
-        cta_p, cta_i = r.cta_logp.exp().max(-1)
-        cpa_p, cpa_i = r.cpa_logp.exp().max(-1)
-        predictions.append(TablePrediction(example.table_id, cta_i[:, None].numpy(), cta_p[:, None].numpy(),
-                                           cpa_i[:, None].numpy(), cpa_p[:, None].numpy()))
+    for r in results:
+        predictions.append(top(r.prediction, 1))  # jointly decoded, as phase3 scores
     if critical is not None:
         critical += [r.critical_steps for r in results]
     if spawned is not None:
@@ -304,6 +322,8 @@ def evaluate(swarm: Swarm, data: SplitData, chosen: list[tuple[int, int, bool]],
     mean_critical = sum(r.critical_steps for r in results) / m
     result["spawn"] = {
         "mean_subagents": round(sum(r.subagents + len(r.deep_columns) for r in results) / m, 4),
+        # the share of tables with at least one sub-agent (wide or deep): is the policy input-dependent?
+        "spawn_share": round(sum(1 for r in results if r.subagents or r.deep_columns) / m, 4),
         "mean_wide_subagents": round(sum(r.subagents for r in results) / m, 4),
         "mean_critical_steps": round(mean_critical, 4),
         "mean_total_steps": round(sum(r.total_steps for r in results) / m, 4),
@@ -340,8 +360,14 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
     unknown = [name for name in cfg.specialists if name not in params.agents]
     check_config(not unknown, "phase4.specialists", f"unknown agent(s) {unknown}; known: {', '.join(params.agents)}")
     torch.manual_seed(cfg.seed)
-    orch, _ = load_orchestrator(phase3_dir)
+    orch, phase3_config = load_orchestrator(phase3_dir)
     orch.requires_grad_(False)
+    # the orchestrator reads every table as `phase3` scored it, from the distributions it stored
+    reading = phase3_reading(phase3_config, phase3_dir)
+    recorded = phase3_config.get("params", {})
+    store, why_not = StoredReads.open(phase3_dir, {
+        "checkpoint": checkpoint_fingerprint(phase3_dir), "data": data_fingerprint(data_dir, SPLITS),
+        "prepare": recorded.get("prepare"), "reading": recorded.get("reading")})
     names = list(cfg.specialists)
     subagents = load_agents(models_dir, names)
     for model in subagents.values():
@@ -351,18 +377,21 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
     policy = SpawnPolicy(orch.primary.config.d_model, options, len(names))
     merge = SwarmMerge(len(names), family)
 
-    train_data = load_training(data_dir, orch, subagents, params, family)
+    train_data = load_training(data_dir, orch, subagents, params, family, reading)
     trained_on = (TRAIN_SPLIT, SWARM_TRAIN_SPLIT) if cfg.wide_train_tables else (TRAIN_SPLIT,)
     base = {"phase4": asdict(cfg), "lambda": asdict(params.sections["lambda"]), "rewards": asdict(params.rewards),
             "prepare": asdict(params.prepare), "data": data_fingerprint(data_dir, trained_on),
             "phase3": checkpoint_fingerprint(phase3_dir),
+            # the views the policy and merge train on: the orchestrator's reading as `phase3` scores it
+            "phase3_reading": {"columns": reading.columns, "views": reading.views,
+                               "joint": recorded.get("reading"), "grouped_views": True},
             "subagents": {name: checkpoint_fingerprint(models_dir / name) for name in names}}
     with deterministic_kernels():  # aegir.rl.ppo: run-to-run identical weights on CPU
         steps = StepCounter(orch.primary.config, tuple(label_steps(subagents[name].config) for name in names))
         summary = train(policy, merge, train_data, names, params, steps, state_dir, metrics_dir / "live",
                         fingerprint(base))
     policy.eval()
-    swarm = Swarm(orch, subagents, policy, merge)
+    swarm = Swarm(orch, subagents, policy, merge, reading)
 
     scores: dict = {kind: {"cta": {}, "cpa": {}, "spawn": {}} for kind in POLICIES}
     scaling_rows = []
@@ -371,15 +400,22 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
     predicted: dict[tuple[str, str], tuple[list[TablePrediction], list[int]]] = {}  # (kind, split) → labels, steps
     by_domain: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     deep_effect: dict[str, dict] = {}
+    from_store: dict[str, bool] = {}
+    learned_reads: dict[str, tuple[list[Example], dict[str, torch.Tensor]]] = {}
     for split in progress_bar(EVAL_SPLITS, desc="phase4 evaluate", unit="split"):
-        data = split_data[split] = load_split(split, data_dir, orch, subagents, params, family, cfg.eval_tables)
+        data, from_store[split] = load_split(split, data_dir, orch, subagents, params, family, reading, store,
+                                             cfg.eval_tables)
+        split_data[split] = data
         for kind in POLICIES:
             predictions: list[TablePrediction] = []
             critical: list[int] = []
             spawned: list[int] = []
             predicted[(kind, split)] = (predictions, critical)
+            dense: dict[str, torch.Tensor] | None = {} if kind == "learned" else None
             result = evaluate(swarm, data, decisions(swarm, data, kind, cfg.max_subagents), predictions, critical,
-                              spawned)
+                              spawned, dense)
+            if dense is not None:
+                learned_reads[split] = (data.examples, dense)
             if kind == "learned":
                 for example, count in zip(data.examples, spawned):
                     by_domain[example.domain or "unknown"][split].append(count)
@@ -419,6 +455,12 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
         domain: {split: round(sum(v) / len(v), 4) for split, v in by_domain[domain].items()}
         for domain in sorted(by_domain)}}
     scores["deep_search"] = deep_effect
+    # how the orchestrator read the tables: as `phase3` scored them, from its stored distributions
+    # where they were of the same reads (else computed again: the same up to float rounding)
+    scores["phase3_reading"] = {"columns": reading.columns, "views": reading.views,
+                                "joint_decoding": reading.decode is not None,
+                                "stored": {split: from_store[split] for split in sorted(from_store)},
+                                "store": "found" if store is not None else why_not}
     scores["options"] = list(options)
     scores["families"] = family_names
     scores["merge"] = {"primary": merge.primary.detach().tolist(), "wide": merge.wide.detach().tolist(),
@@ -427,9 +469,15 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
               "subagents_batched_vs_sequential": timing_rows,
               "sub_agent_reads": sum(d.cache.reads for d in split_data.values()) + train_data.cache.reads,
               "torch_threads": torch.get_num_threads()}
+    # beside the weights: the learned policy's merged distributions on every evaluation table, as
+    # scored above (one read per table, aegir.eval.reads), so that `calibrate` does not run the swarm
     save_swarm(out_dir, swarm, phase3_dir, {name: models_dir / name for name in names},
                {"params": {"phase4": asdict(cfg), "prepare": asdict(params.prepare)}, "families": family_names,
-                "vocab": {"cta": list(cta_vocab().labels), "cpa": list(cpa_vocab().labels)}})
+                "vocab": {"cta": list(cta_vocab().labels), "cpa": list(cpa_vocab().labels)}},
+               beside=lambda staging: save_eval_reads(staging / READS_FILE, learned_reads, {
+                   "checkpoint": checkpoint_fingerprint(staging), "data": data_fingerprint(data_dir, SPLITS),
+                   "prepare": asdict(params.prepare), "reading": recorded.get("reading"),
+                   "policy": "learned", "max_subagents": cfg.max_subagents}))
     atomic.write_json(metrics_dir / "scores.json", scores)
     atomic.write_json(metrics_dir / "scaling.json", scaling_rows)
     atomic.write_json(metrics_dir / "timing.json", timing)

@@ -1,10 +1,21 @@
 """The trained swarm as one object: the frozen Phase 3 orchestrator, the frozen sub-agents, the
 spawning policy and the merge; and its checkpoint (`models/phase4`).
 
-`Swarm.annotate(tables, examples, cache)` runs the whole thing on tables: the orchestrator's read
-(`table_views`), the policy's decision per table (argmax; `max_count` caps the sub-agents),
-the sub-agents it spawned (through a `SubagentCache`), the per-column merge and deep search,
-and each table's critical and total steps (`aegir.swarm.spawn.swarm_steps`).
+`Swarm.annotate(tables, examples, cache)` runs the whole thing on tables: the orchestrator's
+reads (`table_views`), the policy's decision per table (argmax; `max_count` caps the
+sub-agents), the sub-agents it spawned (through a `SubagentCache`), the per-column merge and
+deep search, the joint decoding, and each table's critical and total steps
+(`aegir.swarm.spawn.swarm_steps`).
+
+**The swarm starts where Phase 3 ends.** The orchestrator reads each table exactly as the
+`phase3` stage scores it (`aegir.eval.grouped`: column groups, row views, with the reading its
+checkpoint records), and the swarm's labels go through the same joint decoding
+(`aegir.eval.joint`). A table on which nothing is spawned keeps the orchestrator's distributions
+untouched, so never spawning is Phase 3's fused orchestrator, label for label (on the evaluation
+splits Phase 4 takes the very distributions Phase 3 stored beside its checkpoint,
+`aegir.eval.reads`). Sub-agents add evidence to that reading; they do not replace it. The
+orchestrator's single read of the table's own stream still gives what the policy sees (its
+pooled encoder output) and which specialists it routed to.
 
 Checkpoint: `model.safetensors` holds `policy.*` and `merge.*` only; `config.json` names the
 Phase 3 orchestrator and every sub-agent checkpoint by a path relative to the swarm's directory
@@ -15,6 +26,7 @@ retrained one is a `CheckpointError` naming it, never a silently different swarm
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -25,6 +37,8 @@ from aegir.config import PrepareConfig
 from aegir.data.dataset import Example, collate, eval_batches
 from aegir.data.groups import sub_table_id
 from aegir.data.serialize import sample_rows
+from aegir.eval.grouped import ALL_LABELS, TableReads, merge_predictions, rows_read, table_reads
+from aegir.eval.predict import TablePrediction, predict
 from aegir.labels import cta_vocab
 from aegir.model.aegir import AegirModel
 from aegir.model.checkpoint import (CONFIG_FILE, CheckpointError, checkpoint_fingerprint, load_checkpoint, load_weights,
@@ -38,9 +52,54 @@ from aegir.swarm.spawn import (SubagentCache, SwarmMerge, deep_columns, deep_sub
                                swarm_steps, wide_subtasks)
 
 
+@dataclass(frozen=True)
+class Phase3Reading:
+    """How the Phase 3 orchestrator reads a table, as its checkpoint records it
+    (`reading.columns`, `reading.views`, the joint decoding): one whole read and each column's
+    argmax by default."""
+
+    columns: int = 0
+    views: int = 1
+    decode: Callable[[TablePrediction], TablePrediction] | None = None
+
+    def plan(self, tables, examples: Sequence[Example], prepare: PrepareConfig, where) -> TableReads:
+        return table_reads(tables, examples, self.columns, self.views, prepare, where)
+
+
 @torch.no_grad()
-def table_views(orch: SwarmOrchestrator, examples: list[Example], batch_size: int, family: torch.Tensor) -> list[TableView]:
-    """One `TableView` per example: the frozen Phase 3 orchestrator's routed read of it."""
+def phase3_readings(orch: SwarmOrchestrator, plan: TableReads, table_ids: Sequence[str], batch_size: int,
+                    stored: list[TablePrediction] | None = None) -> list[TablePrediction]:
+    """Each table's label distributions (every label, best first) from the orchestrator's routed
+    reads of `plan`, merged over column groups and row views, before joint decoding: what
+    `phase3` scores. `stored`: the reads' predictions as Phase 3 stored them (not run again)."""
+    reads = stored if stored is not None else predict(orch.eval(), plan.reads, batch_size, top_k=ALL_LABELS,
+                                                      forward=orch.annotate)
+    if plan.one_read_per_table:
+        return list(reads)
+    return merge_predictions(plan, reads, table_ids, ALL_LABELS)
+
+
+def dense_log(ids: np.ndarray, probs: np.ndarray, width: int) -> torch.Tensor:
+    """(C, width) log-probabilities from a prediction's (C, k) label ids and probabilities (every
+    label: k = width); a probability that underflowed to 0 counts as 1e-30."""
+    dense = np.zeros((len(ids), width), dtype=np.float32)
+    np.put_along_axis(dense, ids.astype(np.int64), probs.astype(np.float32), axis=1)
+    return torch.from_numpy(dense).clamp_min(1e-30).log()
+
+
+def prediction_of(cta_logp: torch.Tensor, cpa_logp: torch.Tensor, table_id: str) -> TablePrediction:
+    """A table's prediction with every label, best first, from its (C, n) log-probabilities."""
+    cta_p, cta_i = cta_logp.exp().sort(-1, descending=True)
+    cpa_p, cpa_i = cpa_logp.exp().sort(-1, descending=True)
+    return TablePrediction(table_id, cta_i.numpy(), cta_p.numpy(), cpa_i.numpy(), cpa_p.numpy())
+
+
+@torch.no_grad()
+def table_views(orch: SwarmOrchestrator, examples: list[Example], batch_size: int, family: torch.Tensor,
+                readings: Sequence[TablePrediction] | None = None) -> list[TableView]:
+    """One `TableView` per example: the frozen Phase 3 orchestrator's routed read of it (the
+    policy's input, the specialists it routed to), and its label distributions: `readings[i]`
+    (`phase3_readings`, the table as `phase3` reads it) when given, else that one read's."""
     reads = [model_read_steps(s.config.encoder_layers, s.config.main_layers) for s in orch.specialists]
     views: list[TableView | None] = [None] * len(examples)
     orch.eval()
@@ -54,12 +113,19 @@ def table_views(orch: SwarmOrchestrator, examples: list[Example], batch_size: in
         for row, i in enumerate(indices):
             e, c = examples[i], examples[i].num_columns
             active = routed.activation_mask[row].tolist() if routed.activation_mask is not None else []
+            if readings is None:
+                cta_logp, cpa_logp, reading = cta[row, :c].clone(), cpa[row, :c].clone(), None
+            else:
+                reading = readings[i]
+                cta_logp = dense_log(reading.cta_ids, reading.cta_probs, cta.shape[-1])
+                cpa_logp = dense_log(reading.cpa_ids, reading.cpa_probs, cpa.shape[-1])
             views[i] = TableView(
-                num_columns=c, cta_logp=cta[row, :c].clone(), cpa_logp=cpa[row, :c].clone(),
+                num_columns=c, cta_logp=cta_logp, cpa_logp=cpa_logp,
                 hidden=hidden[row].float().clone(),
                 phase3_reads=tuple(r for r, on in zip(reads, active) if on),
                 phase3_active=tuple(bool(on) for on in active),
-                deep_columns=deep_columns(cta[row, :c].argmax(-1).tolist(), family),
+                deep_columns=deep_columns(cta_logp.argmax(-1).tolist(), family),
+                reading=reading,
                 cta_gold=torch.from_numpy(e.cta_labels.astype(np.int64)),
                 cpa_gold=torch.from_numpy(e.cpa_labels.astype(np.int64)),
                 stream_bytes=len(e.byte_ids) - 1)
@@ -71,7 +137,9 @@ class TableResult:
     """One table through the swarm: merged log-probs (C, n_cta), (C, n_cpa); the decision
     (wide sub-agents actually spawned, their specialist, deep search run); the wide groups and
     deep columns read; the Phase 3 specialists the orchestrator activated; critical and total
-    layer-steps."""
+    layer-steps; `prediction`: its labels (every label, the chosen one first: the merged
+    distributions through the joint decoding) and `phase3`: the same of the orchestrator's
+    reading alone (what never spawning gives), so that `changes` can say what sub-agents changed."""
 
     cta_logp: torch.Tensor
     cpa_logp: torch.Tensor
@@ -83,15 +151,34 @@ class TableResult:
     phase3_activated: list[str]
     critical_steps: int
     total_steps: int
+    prediction: TablePrediction | None = None
+    phase3: TablePrediction | None = None
+
+    def changes(self) -> list[tuple[str, int, int, int]]:
+        """(task, column, label before, label after) of every column whose chosen label differs
+        from the orchestrator's alone (CPA from column 1: column 0 is the subject)."""
+        if self.prediction is None or self.phase3 is None:
+            return []
+        out = []
+        for task, first in (("cta", 0), ("cpa", 1)):
+            before = getattr(self.phase3, f"{task}_ids")[:, 0].tolist()
+            after = getattr(self.prediction, f"{task}_ids")[:, 0].tolist()
+            out += [(task, c, int(b), int(a)) for c, (b, a) in enumerate(zip(before, after)) if c >= first and b != a]
+        return out
 
 
 class Swarm:
     """orch: the frozen Phase 3 orchestrator; subagents: name → frozen Phase 1 model (in the
-    policy's specialist order); policy, merge: the trained Phase 4 parts."""
+    policy's specialist order); policy, merge: the trained Phase 4 parts; reading: how the
+    orchestrator reads a table and decodes its labels (its checkpoint's, `Phase3Reading`)."""
 
     def __init__(self, orch: SwarmOrchestrator, subagents: dict[str, AegirModel], policy: SpawnPolicy,
-                 merge: SwarmMerge):
+                 merge: SwarmMerge, reading: Phase3Reading | None = None):
         self.orch, self.subagents, self.policy, self.merge = orch, subagents, policy, merge
+        self.reading = reading or Phase3Reading()
+        # (id(view), decision) → (view, decoded merged prediction, decoded reading alone): the joint
+        # decoding (an assignment problem per table) of a decision already decoded is not repeated
+        self._decoded: dict[tuple, tuple] = {}
         self.names = list(subagents)
         self.steps = [label_steps(m.config) for m in subagents.values()]
         self.family = family_of_labels(cta_vocab())[0]
@@ -120,14 +207,47 @@ class Swarm:
             critical, total = swarm_steps(self.orch.primary.config, view.phase3_reads, self.steps[s], len(groups),
                                           len(deep_cols))
             activated = [name for name, on in zip(specialists, view.phase3_active) if on]
+            prediction, alone = self._decode(view, cta, cpa, (len(groups), s, deep_cols), t)
             out.append(TableResult(cta, cpa, len(groups), self.names[s] if groups or deep_cols else None,
-                                   bool(deep_cols), groups, deep_cols, activated, critical, total))
+                                   bool(deep_cols), groups, deep_cols, activated, critical, total,
+                                   prediction, alone))
         return out
+
+    def _decode(self, view: TableView, cta: torch.Tensor, cpa: torch.Tensor, decision: tuple,
+                t: int) -> tuple[TablePrediction, TablePrediction]:
+        """(the merged labels, the orchestrator's alone), each jointly decoded; a decision of this
+        view decoded before is looked up (the swarm is frozen once trained: `run` is evaluation)."""
+        spawned = decision[0] or decision[2]
+        key = (id(view), decision if spawned else None)
+        if key not in self._decoded:
+            table_id = view.reading.table_id if view.reading is not None else str(t)
+            alone_key = (id(view), None)
+            if alone_key not in self._decoded:
+                alone = view.reading if view.reading is not None else prediction_of(view.cta_logp, view.cpa_logp,
+                                                                                    table_id)
+                decoded_alone = self.decoded(alone)
+                self._decoded[alone_key] = (view, decoded_alone, decoded_alone)
+            decoded_alone = self._decoded[alone_key][2]
+            if spawned:
+                self._decoded[key] = (view, self.decoded(prediction_of(cta, cpa, table_id)), decoded_alone)
+        _, prediction, alone = self._decoded[key]
+        return prediction, alone
+
+    def decoded(self, prediction: TablePrediction) -> TablePrediction:
+        """`prediction` through the reading's joint decoding (each column's argmax without one)."""
+        return self.reading.decode(prediction) if self.reading.decode else prediction
+
+    def views(self, tables, examples: list[Example], prepare, where, batch_size: int = 8) -> list[TableView]:
+        """The orchestrator's reads of `tables` (raw) and their `examples` (the shared streams)."""
+        plan = self.reading.plan(tables, examples, prepare, where)
+        readings = phase3_readings(self.orch, plan, [e.table_id for e in examples], batch_size)
+        return table_views(self.orch, examples, batch_size, self.family, readings)
 
     def annotate(self, tables, examples: list[Example], prepare, where, max_count: int | None = None,
                  batch_size: int = 8) -> list[TableResult]:
         """The swarm on `tables` (raw, for the sub-tables) and their `examples` (the shared streams)."""
-        views = table_views(self.orch, examples, batch_size, self.family)
+        self._decoded.clear()  # (the views of other tables)
+        views = self.views(tables, examples, prepare, where, batch_size)
         cache = SubagentCache(tables, self.subagents, prepare, where, batch_size)
         return self.run(views, self.decide(views, max_count), cache)
 
@@ -139,7 +259,8 @@ class Swarm:
         subtasks = {columns for g in self.policy.options for columns in wide_subtasks(num_columns, g)}
         subtasks.update(deep_subtasks(range(num_columns)))
         ids = [table_id] + [sub_table_id(table_id, columns) for columns in sorted(subtasks)]
-        return {row for read_id in ids for row in sample_rows(num_rows, prepare.max_rows, prepare.seed, read_id)}
+        rows = {row for read_id in ids for row in sample_rows(num_rows, prepare.max_rows, prepare.seed, read_id)}
+        return rows | rows_read(num_rows, table_id, num_columns, self.reading.columns, self.reading.views, prepare)
 
 
 def is_swarm_checkpoint(directory: str | Path) -> bool:
@@ -148,9 +269,9 @@ def is_swarm_checkpoint(directory: str | Path) -> bool:
 
 
 def save_swarm(directory: str | Path, swarm: Swarm, phase3_dir: str | Path, subagent_dirs: dict[str, Path],
-               extra: dict) -> Path:
+               extra: dict, beside: Callable[[Path], None] | None = None) -> Path:
     """Write the policy and merge weights; config.json names the frozen parts by relative path
-    and fingerprint."""
+    and fingerprint. `beside(staging)` writes more files with them (`write_checkpoint`)."""
     directory = Path(directory)
 
     def entry(name: str, path) -> dict:
@@ -164,7 +285,7 @@ def save_swarm(directory: str | Path, swarm: Swarm, phase3_dir: str | Path, suba
                          "phase3": entry("phase3", phase3_dir),
                          "specialists": [entry(name, subagent_dirs[name]) for name in swarm.names]},
                **extra}
-    return write_checkpoint(directory, tensors, payload)
+    return write_checkpoint(directory, tensors, payload, beside)
 
 
 def _checked(directory: Path, entry: dict, config_path: Path) -> Path:
@@ -191,7 +312,8 @@ def load_swarm(directory: str | Path) -> tuple[Swarm, dict]:
     meta = config.get("swarm")
     if not isinstance(meta, dict) or not isinstance(meta.get("specialists"), list) or "phase3" not in meta:
         raise CheckpointError(config_path, 'no "swarm" object naming its Phase 3 orchestrator and sub-agents')
-    orch, _ = load_orchestrator(_checked(directory, meta["phase3"], config_path))
+    phase3_dir = _checked(directory, meta["phase3"], config_path)
+    orch, phase3_config = load_orchestrator(phase3_dir)
     subagents = {}
     for entry in meta["specialists"]:
         subagents[entry["name"]] = load_checkpoint(_checked(directory, entry, config_path))[0].eval()
@@ -202,4 +324,12 @@ def load_swarm(directory: str | Path) -> tuple[Swarm, dict]:
                  directory / "model.safetensors")
     load_weights(merge, {k[len("merge."):]: v for k, v in tensors.items() if k.startswith("merge.")},
                  directory / "model.safetensors")
-    return Swarm(orch.eval(), subagents, policy.eval(), merge.eval()), config
+    return Swarm(orch.eval(), subagents, policy.eval(), merge.eval(), phase3_reading(phase3_config, phase3_dir)), config
+
+
+def phase3_reading(config: dict, checkpoint: Path) -> Phase3Reading:
+    """The reading a Phase 3 checkpoint's config.json records (`aegir.inference`'s rules)."""
+    from aegir.inference import _reading_of as reading_of
+
+    columns, views, decode, _ = reading_of(config, checkpoint)
+    return Phase3Reading(columns, views, decode)
