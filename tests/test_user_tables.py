@@ -27,7 +27,7 @@ from aegir.model.aegir import AegirModel, preset
 from aegir.model.checkpoint import save_checkpoint
 from aegir.eval.grouped import read_groups, rows_read, table_reads
 from aegir.swarm.spawn import deep_subtasks, subtask_examples, wide_subtasks
-from aegir.swarm.swarm import Swarm
+from aegir.swarm.swarm import Phase3Reading, Swarm
 from conftest import ROOT, load_benchmark, tool_env
 
 HEADER = ["hotel", "phone", "zip"]
@@ -157,12 +157,13 @@ def test_the_rows_a_model_reads_give_the_streams_of_the_whole_file(tmp_path, rea
 
 
 def test_the_rows_a_swarm_reads_give_every_subtask_of_the_whole_file(tmp_path):
-    """`Swarm.rows_read` holds the rows of the shared stream and of every sub-table any decision
-    can read (each option's wide groups, every deep-search pair): all serialize as from the
-    whole file."""
+    """`Swarm.rows_read` holds the rows of the shared stream, of the orchestrator's reading (its
+    column groups and row views, as `phase3` scores) and of every sub-table any decision can read
+    (each option's wide groups, every deep-search pair): all serialize as from the whole file."""
     path = wide_csv(tmp_path / "wide.csv", rows=200, columns=7)
     prepare = PrepareConfig(byte_budget=400, max_rows=5)
-    swarm = SimpleNamespace(policy=SimpleNamespace(options=(0, 1, 2, 4)))
+    reading = Phase3Reading(columns=3, views=2)
+    swarm = SimpleNamespace(policy=SimpleNamespace(options=(0, 1, 2, 4)), reading=reading)
     rows = Swarm.rows_read(swarm, 200, "wide.csv", 7, prepare)
     lazy, whole = lazy_and_whole(path, rows)
     keys = sorted({(0, cols) for g in (0, 1, 2, 4) for cols in wide_subtasks(7, g)} | {(0, cols) for cols in
@@ -170,9 +171,11 @@ def test_the_rows_a_swarm_reads_give_every_subtask_of_the_whole_file(tmp_path):
 
     def streams(table):
         shared = examples_from_tables([table], prepare.byte_budget, prepare.max_rows, prepare.seed, path)
-        return [e.byte_ids.tobytes() for e in shared + subtask_examples([table], keys, prepare, path)]
+        grouped = reading.plan([table], shared, prepare, path).reads
+        return [e.byte_ids.tobytes() for e in shared + grouped + subtask_examples([table], keys, prepare, path)]
 
     assert streams(lazy) == streams(whole) and len(keys) == 12  # 1 + 2 + 4 wide, 7 deep, (0,5) and (0,6) both
+    assert len(reading.plan([whole], examples_from_tables([whole], 400, 5, 0, path), prepare, path).reads) == 6
 
 
 def peak_mb(command: list[str]) -> int:

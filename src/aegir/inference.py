@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from aegir.config import SOURCE_SPLITS, SPLITS, PrepareConfig, ReadingConfig, build
+from aegir.config import SOURCE_SPLITS, SPLITS, PrepareConfig, build
 from aegir.data.dataset import Example, examples_from_tables, load_examples
 from aegir.data.prepared import split_path
 from aegir.errors import PIPELINE_HINT, DataError, is_pipeline_output
@@ -22,7 +22,7 @@ from aegir.data.table import SampledColumn, Table
 from aegir.eval.calibration import temper_prediction
 from aegir.eval.grouped import (ALL_LABELS, TableReads, predict_tables, read_groups, rows_read, split_reads,
                                 table_reads, top)
-from aegir.eval.joint import repeats_of, table_decoder
+from aegir.eval.recorded import recorded_reading
 from aegir.eval.predict import TablePrediction, predict, score
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.checkpoint import load_checkpoint
@@ -81,14 +81,6 @@ def load_for_inference(checkpoint: Path) -> Annotator:
     return annotator
 
 
-def _decoder_of(config: dict, checkpoint: Path, reading: ReadingConfig) -> Callable | None:
-    """The joint decoding a checkpoint was scored with (`reading.joint_*` and its `label_repeats`)."""
-    try:
-        return table_decoder(repeats_of(config, f"{checkpoint}/config.json"), reading.joint_weights, "reading")
-    except ValueError as exc:
-        raise DataError(checkpoint / "config.json", str(exc)) from None
-
-
 def _prepare_of(config: dict, checkpoint: Path) -> PrepareConfig:
     return build(PrepareConfig, config.get("params", {}).get("prepare", {}), f"{checkpoint}/config.json: prepare")
 
@@ -96,8 +88,7 @@ def _prepare_of(config: dict, checkpoint: Path) -> PrepareConfig:
 def _reading_of(config: dict, checkpoint: Path) -> tuple[int, int, Callable | None, dict[str, float]]:
     """(`reading.columns`, `reading.views`, the joint decoding and its weights) a checkpoint was
     scored with; one whole read per table (0, 1) and each column's argmax when it predates them."""
-    reading = build(ReadingConfig, config.get("params", {}).get("reading", {}), f"{checkpoint}/config.json: reading")
-    decode = _decoder_of(config, checkpoint, reading)
+    reading, decode = recorded_reading(config, checkpoint)
     return reading.columns, reading.views, decode, reading.joint_weights if decode else {}
 
 

@@ -39,6 +39,7 @@ from aegir.data.groups import sub_table_id
 from aegir.data.serialize import sample_rows
 from aegir.eval.grouped import ALL_LABELS, TableReads, merge_predictions, rows_read, table_reads
 from aegir.eval.predict import TablePrediction, predict
+from aegir.eval.recorded import recorded_reading
 from aegir.labels import cta_vocab
 from aegir.model.aegir import AegirModel
 from aegir.model.checkpoint import (CONFIG_FILE, CheckpointError, checkpoint_fingerprint, load_checkpoint, load_weights,
@@ -328,8 +329,6 @@ def load_swarm(directory: str | Path) -> tuple[Swarm, dict]:
 
 
 def phase3_reading(config: dict, checkpoint: Path) -> Phase3Reading:
-    """The reading a Phase 3 checkpoint's config.json records (`aegir.inference`'s rules)."""
-    from aegir.inference import _reading_of as reading_of
-
-    columns, views, decode, _ = reading_of(config, checkpoint)
-    return Phase3Reading(columns, views, decode)
+    """The reading a Phase 3 checkpoint's config.json records (`aegir.eval.recorded`)."""
+    reading, decode = recorded_reading(config, checkpoint)
+    return Phase3Reading(reading.columns, reading.views, decode)
