@@ -236,6 +236,8 @@ def test_annotate_applies_the_temperature_fitted_for_its_checkpoint(tiny, tmp_pa
     calibration.write_text(json.dumps({"checkpoints": {"elsewhere/model": {
         "fingerprint": checkpoint_fingerprint(ckpt), "temperature": {"cta": 0.25, "cpa": 4.0}}}}))
     raw = json.loads(invoke("annotate", table, "-c", ckpt, "--json", "-k", "3", "--no-calibration").stdout)
+    # the default is the model's own confidences (the valid-fitted temperatures are opt-in)
+    assert json.loads(invoke("annotate", table, "-c", ckpt, "--json", "-k", "3").stdout) == raw
     tempered = json.loads(invoke("annotate", table, "-c", ckpt, "--json", "-k", "3", "--calibration", calibration).stdout)
     assert "temperature" not in raw and tempered["temperature"] == {"cta": 0.25, "cpa": 4.0}
     for before, after in zip(raw["columns"], tempered["columns"]):

@@ -72,9 +72,10 @@ def main() -> None:
                    "lists, per checkpoint and P, the share of real-table columns kept and the accuracy on them")
 @click.option("--calibration", type=click.Path(path_type=Path), default=None,
               help="the calibrate stage's file of fitted temperatures, applied to every confidence (the labels do "
-                   "not change); the checkpoint's entry is found by its fingerprint. Default: "
-                   "results/calibrate/calibration.json when it is there")
-@click.option("--no-calibration", is_flag=True, help="give the model's own confidences, untempered")
+                   "not change); the checkpoint's entry is found by its fingerprint, e.g. "
+                   "results/calibrate/calibration.json. Default: none (fitted on the synthetic valid split, the "
+                   "temperatures made confidences on the real split less trustworthy: docs/annotate.md)")
+@click.option("--no-calibration", is_flag=True, help="give the model's own confidences, untempered (the default)")
 @click.option("--strict", is_flag=True, help="stop at the first table that fails (default: report it, go on)")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar (there is none when stderr is not a terminal)")
 def annotate(paths: tuple[str, ...], checkpoint: Path | None, out: Path | None, as_json: bool, top_k: int,
@@ -90,9 +91,10 @@ def annotate(paths: tuple[str, ...], checkpoint: Path | None, out: Path | None, 
     swarm (models/phase4), the sub-agents it spawned (how many, which checkpoint, on which
     columns), whether deep search ran, and the critical and total steps.
 
-    Confidences are calibrated: the temperatures the pipeline's calibrate stage fitted on the
-    validation split for this checkpoint (results/calibrate/calibration.json) are applied to
-    them, the labels unchanged; --no-calibration gives the model's own. With --min-confidence P
+    Confidences are the model's own. --calibration results/calibrate/calibration.json applies
+    the temperatures the pipeline's calibrate stage fitted on the validation split for this
+    checkpoint, the labels unchanged (they help on synthetic tables, not on the real split:
+    docs/annotate.md). With --min-confidence P
     a label whose confidence is below P is given as `unknown` (text: `unknown (telephone 0.41 <
     0.5)`; JSON: its "withheld" label; --out: the cta_label/cpa_label `unknown`): pick P from the
     coverage curve in calibration.json (share of real-table columns kept, accuracy on them).
@@ -117,8 +119,8 @@ def annotate(paths: tuple[str, ...], checkpoint: Path | None, out: Path | None, 
         files, problems = find_tables(paths)
         retain_freed_memory()  # batch after batch reuses its buffers (aegir.train.memory)
         annotator = CheckpointAnnotator(checkpoint, annotate_workers())
-        if no_calibration:
-            confidences = "the model's own, uncalibrated (--no-calibration)"
+        if no_calibration or calibration is None:
+            confidences = "the model's own, uncalibrated (--calibration FILE applies fitted temperatures)"
         else:
             annotator.temperatures, confidences = checkpoint_temperatures(annotator.fingerprint, calibration)
     except AegirError as exc:
