@@ -430,10 +430,10 @@ def report_markdown(report: Report, figures: Sequence[str]) -> str:
               "macro-F1 averages over the labels present in that split's gold. "
               "`real` holds real tables, only ever scored.", ""]
     if any(row.key.startswith("phase4") for row in report.rows):
-        lines += ["Phase 4's columns score the first `phase4.eval_tables` tables of each split (sub-agent reads "
-                  "are its cost; 0 scores all), the other columns every table: compare Phase 4's policies with "
-                  "each other (`never` is the Phase 3 fused model on that subset), not with the columns before "
-                  "them.", ""]
+        lines += ["Phase 4's columns score the first `phase4.eval_tables` tables of each split (0, the default: "
+                  "all of them), the other columns every table. `never` is the Phase 3 fused orchestrator read "
+                  "as `phase3` reads it, so on every table it equals the Phase 3 fused column; `always` and "
+                  "`learned` add sub-agents to that reading.", ""]
     lines += f1_table(report)
     lines += ["", "## Routing (Phase 3)", "",
               "Share of evaluated tables that activated each specialist: "
