@@ -26,7 +26,7 @@ TINY_PARAMS_OVERRIDE = {
         "missing_values_tables": 12, "format_heterogeneity_tables": 12,
         "min_rows": 3, "max_rows": 6, "min_columns": 3, "max_columns": 5,
         "wide_tables": 6, "wide_min_columns": 6, "wide_max_columns": 10, "wide_train_tables": 4,
-        "specialist_train_tables": 40,
+        "specialist_train_tables": 40, "policy_train_tables": 16,
     },
     "prepare": {"byte_budget": 512, "max_rows": 6},
     "baselines": {"max_features": 5000},
@@ -43,7 +43,7 @@ TINY_PARAMS_OVERRIDE = {
     "phase3": {"steps": 6, "batch_size": 4, "rollouts": 2, "warmup_steps": 2, "eval_every": 4, "log_every": 2,
                "checkpoint_every": 2, "budget_period": 4, "survival_tables": 8},
     "phase4": {"max_subagents": 4, "scaling_n": [0, 1, 2, 4], "train_tables": 16, "wide_train_tables": 4,
-               "step_cost": 0.02, "steps": 6, "batch_size": 4,
+               "step_cost": 0.02, "route_weight": 1.0, "steps": 6, "batch_size": 4,
                "rollouts": 2, "log_every": 2, "checkpoint_every": 2, "budget_period": 4, "timing_tables": 2,
                "eval_batch_size": 16},
 }

@@ -46,6 +46,9 @@ def test_project_params_parse():
         ({"presets": {"cpu": {}}, "primary": {"init": "primary"}}, "primary.init"),
         ({"specialists": {"primary": {}}}, "specialists.primary"),
         ({"synthetic": {"specialist_train_tables": -5}}, "synthetic.specialist_train_tables"),
+        ({"synthetic": {"policy_train_tables": -1}}, "synthetic.policy_train_tables"),
+        ({"phase4": {"route_weight": -0.5}}, "phase4.route_weight"),
+        ({"phase3": {"distill_weight": 1000}}, "phase3.distill_weight"),
     ],
 )
 def test_bad_params_name_the_key(raw, key):

@@ -353,11 +353,13 @@ def test_annotate_and_evaluate_with_the_swarm_checkpoint(tiny_phase1):
             assert evaluated[split][task]["micro_f1"] == pytest.approx(scores["learned"][task][split]["micro_f1"])
 
 
-def test_phase4_trains_on_train_tables_and_the_wide_train_split(tiny_phase1):
-    """Phase 4's training tables: a sample of `train`, then the first of `wide_train` (never
-    an evaluation split)."""
+def test_phase4_trains_on_policy_train_and_the_wide_train_split(tiny_phase1):
+    """Phase 4's training tables: the first of `policy_train`, then the first of `wide_train`
+    (never an evaluation split, and never a table a model of Phases 1–3 read)."""
     from aegir.config import load_params
     from aegir.labels import cta_vocab
+    from aegir.data.dataset import examples_from_arrow
+    from aegir.data.prepared import read_split, split_path
     from aegir.stages.phase4 import load_training
     from aegir.swarm.checkpoint import load_orchestrator
     from aegir.swarm.spawn import family_of_labels
@@ -381,7 +383,12 @@ def test_phase4_trains_on_train_tables_and_the_wide_train_split(tiny_phase1):
     for view, expected in zip(data.views, phase3_readings(orch, plan, ids, 8)):
         assert torch.equal(view.cta_logp.argmax(-1), torch.from_numpy(expected.cta_ids[:, 0]))
     assert len(ids) == len(data.views) == len(data.tables) == 16 + 4
-    assert all(i.startswith("synth_train_") for i in ids[:16]) and len(set(ids[:16])) == 16
+    assert [i[:len("synth_policy_train_000000")] for i in ids[:16]] == [f"synth_policy_train_{i:06d}"
+                                                                        for i in range(16)]
+    read_before = {e.table_id for split in ("train", "specialist_train")
+                   for e in examples_from_arrow(read_split(tiny_phase1 / "data", split),
+                                                split_path(tiny_phase1 / "data", split))}
+    assert not read_before & set(ids)
     assert [i[:len("synth_wide_train_000000")] for i in ids[16:]] == [f"synth_wide_train_{i:06d}" for i in range(4)]
     assert all(view.num_columns >= 6 for view in data.views[16:])  # the tiny wide tables: 6–10 columns
 
@@ -393,6 +400,12 @@ def test_phase4_bad_inputs_fail_clearly(tiny_phase1):
     proc = run_module(tiny_phase1, *phase4_args("many4", "many4.yaml"), check=False)
     assert proc.returncode == 2 and "phase4.wide_train_tables: asks for 99 tables" in proc.stderr
     assert "wide_train.parquet has 4" in proc.stderr and not (tiny_phase1 / "many4").exists()
+    many = deep_update(params, {"phase4": {"train_tables": 17}})
+    (tiny_phase1 / "many4.yaml").write_text(yaml.safe_dump(many, sort_keys=False))
+    proc = run_module(tiny_phase1, *phase4_args("many4", "many4.yaml"), check=False)
+    assert proc.returncode == 2 and "phase4.train_tables: asks for 17 tables" in proc.stderr
+    assert "policy_train.parquet has 16 (synthetic.policy_train_tables)" in proc.stderr
+    assert not (tiny_phase1 / "many4").exists()
     bad = deep_update(params, {"phase4": {"specialists": ["primary", "nobody"]}})
     (tiny_phase1 / "bad4.yaml").write_text(yaml.safe_dump(bad, sort_keys=False))
     proc = run_module(tiny_phase1, *phase4_args("bad4", "bad4.yaml"), check=False)

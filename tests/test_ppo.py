@@ -298,3 +298,45 @@ def test_routing_targets_and_the_supervised_routing_term():
         for p in orch.router.parameters():
             p.sub_(0.5 * p.grad)
     assert target_logp() > before
+
+
+def test_distillation_term_is_the_soft_ce_toward_the_rollouts_output_ensemble():
+    """`distill_weight` adds distill_weight · the mean over real columns (CTA) and non-subject
+    columns (CPA) of −Σ teacher · log p_fused, where a rollout's teacher is the mean of the fused
+    distribution (detached) and each specialist it activated, by hand; the gradient reaches the
+    fused model (its gates) and never the frozen specialists."""
+    from dataclasses import replace
+
+    orch, _ = orchestrator()
+    open_gates(orch, seed=1)
+    batch = make_batch(MORE_TABLES, **LABELLED)
+    plain = parl_settings(rollouts=2)
+    rollouts, forward = collect_rollouts(orch, batch, plain, 0.3, 0.1, torch.Generator().manual_seed(0))
+    base, parts0, _ = token_loss(orch, batch, forward, rollouts, plain, 0.2)
+    assert "distill" not in parts0  # off by default
+    loss, parts, _ = token_loss(orch, batch, forward, rollouts, replace(plain, distill_weight=0.7), 0.2)
+
+    K, B = 2, batch.batch_size
+    mask = rollouts.decision.activation_mask
+    with torch.no_grad():
+        own = [s.model(batch) for s in orch.specialists]
+    total, count = 0.0, 0
+    for name, first in (("cta_logits", 0), ("cpa_logits", 1)):
+        for row in range(K * B):
+            b = row % B
+            fused = getattr(forward.output, name)[row].detach().float().log_softmax(-1)
+            for c in range(first, batch.column_mask.shape[1]):
+                if not batch.column_mask[b, c]:
+                    continue
+                members = [fused[c].exp()] + [getattr(own[s], name)[b, c].float().softmax(-1)
+                                              for s in range(len(own)) if mask[row, s]]
+                teacher = sum(members) / len(members)
+                total += float(-(teacher * fused[c]).sum())
+                count += 1
+    assert mask.any() and not mask.all()  # some rollouts activated specialists, not all of them
+    assert parts["distill"] == pytest.approx(total / count, rel=1e-5)
+    assert float((loss - base).detach()) == pytest.approx(0.7 * total / count, rel=1e-4)
+    orch.zero_grad(set_to_none=True)
+    (loss - base).backward()
+    assert orch.fusion.wkv_gate.grad is not None and orch.fusion.wkv_gate.grad.abs().sum() > 0
+    assert all(p.grad is None for s in orch.specialists for p in s.parameters())

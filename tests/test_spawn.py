@@ -12,7 +12,8 @@ from aegir.data.table import Table
 from aegir.labels import cta_vocab
 from aegir.errors import ConfigError
 from aegir.rl.rewards import combine
-from aegir.rl.swarm import StepCounter, SwarmSettings, TableView, collect, decision_keys, swarm_logp, update_loss
+from aegir.rl.swarm import (StepCounter, SwarmSettings, TableView, collect, decision_keys, specialist_targets,
+                            swarm_logp, update_loss)
 from aegir.swarm.policy import SpawnPolicy, allowed_options, spawn_options
 from aegir.swarm.spawn import (
     SubagentCache,
@@ -80,6 +81,29 @@ def test_wide_split_is_never_trained_on():
     # Phase 4's many-column training tables: prepared, never scored, not a split of Phases 1–3
     assert list(tables) == list(PREPARED_SPLITS) and len(tables[SWARM_TRAIN_SPLIT]) == 64
     assert SWARM_TRAIN_SPLIT not in SPLITS and SWARM_TRAIN_SPLIT not in EVAL_SPLITS
+
+
+def test_policy_train_split_holds_ordinary_tables_nobody_else_reads():
+    """Phase 4's `policy_train`: ordinary tables (the `train` kind), deterministic, none of
+    them a table of `train` or `specialist_train`; empty unless asked for."""
+    from aegir.config import POLICY_TRAIN_SPLIT, SPECIALIST_TRAIN_SPLIT, SPLITS, TRAIN_SPLIT, parse_params
+    from aegir.stages.prepare import prepare_splits
+
+    assert POLICY_TRAIN_SPLIT not in SPLITS
+    small = {"train_tables": 6, "valid_tables": 1, "test_tables": 1, "corner_cases_tables": 1,
+             "missing_values_tables": 1, "format_heterogeneity_tables": 1, "wide_tables": 1, "wide_train_tables": 1,
+             "wide_min_columns": 4, "wide_max_columns": 5, "specialist_train_tables": 6}
+    tables, arrow = prepare_splits(parse_params({"synthetic": small}), on_skip=lambda *_: None)
+    assert tables[POLICY_TRAIN_SPLIT] == [] and arrow[POLICY_TRAIN_SPLIT].num_rows == 0
+    params = parse_params({"synthetic": {**small, "policy_train_tables": 5}})
+    tables, arrow = prepare_splits(params, on_skip=lambda *_: None)
+    again, _ = prepare_splits(params, on_skip=lambda *_: None)
+    policy = tables[POLICY_TRAIN_SPLIT]
+    assert len(policy) == 5 and policy == again[POLICY_TRAIN_SPLIT] and arrow[POLICY_TRAIN_SPLIT].num_rows == 5
+    assert all(t.table_id.startswith(f"synth_{POLICY_TRAIN_SPLIT}_") for t in policy)
+    assert all(3 <= t.num_columns <= 9 for t in policy)  # the ordinary kind, not the wide one
+    seen = {tuple(map(tuple, t.columns)) for split in (TRAIN_SPLIT, SPECIALIST_TRAIN_SPLIT) for t in tables[split]}
+    assert not any(tuple(map(tuple, t.columns)) in seen for t in policy)  # other tables, not renamed copies
 
 
 # ----------------------------------------------------------------------------- sub-tasks
@@ -290,3 +314,56 @@ def test_spawning_respects_budget_and_cap_and_the_update_moves_the_policy():
     assert any(not torch.equal(a, b) for a, b in zip(before, after))
     # the sub-agents are frozen checkpoints: nothing of theirs has a gradient
     assert all(p.grad is None for m in cache.specialists.values() for p in m.parameters())
+
+
+def test_specialist_targets_name_each_domains_owner_else_the_generalist():
+    names = ["primary", "places", "media"]
+    owners = {"primary": (), "places": ("Hotel", "Restaurant"), "media": ("Movie",)}
+    got = specialist_targets(["Hotel", "Movie", "Product", None, "Restaurant"], names, owners)
+    assert got.tolist() == [1, 2, 0, 0, 1]
+    # without a generalist among the sub-agents, a table no specialist owns has no target
+    assert specialist_targets(["Product", "Movie"], ["places", "media"], owners).tolist() == [-1, 1]
+
+
+def test_route_weight_adds_the_specialist_heads_cross_entropy():
+    """The update's loss with `route_weight` is the loss without it plus route_weight · CE of
+    the specialist head toward each rollout's table target (rows without a target left out),
+    and a step on it raises the targets' probability."""
+    import torch.nn.functional as F
+
+    tables = generate_wide(WIDE)[:4]
+    names = ["a", "b"]
+    cache = SubagentCache(tables, {"a": tiny(0), "b": tiny(1)}, PREPARE, "t")
+    views = [view_of(t, i) for i, t in enumerate(tables)]
+    torch.manual_seed(0)
+    policy = SpawnPolicy(32, spawn_options(8), len(names))
+    merge = SwarmMerge(len(names), family_of_labels(cta_vocab())[0])
+    plain = SwarmSettings(rollouts=2, ce_weight=1.0, kl_coef=0.0, rewards=RewardConfig())
+    routed = SwarmSettings(rollouts=2, ce_weight=1.0, kl_coef=0.0, rewards=RewardConfig(), route_weight=2.0)
+    rollouts = collect(policy, merge, views, [0, 1, 2, 3], cache, names, plain, 0.3, 0.1,
+                       torch.Generator().manual_seed(0), max_count=None, max_subagents=8)
+    targets = torch.tensor([1, 1, -1, 0])
+    base, _, _ = update_loss(policy, merge, views, rollouts, cache, names, plain, 0.2, None, targets)
+    loss, parts, _ = update_loss(policy, merge, views, rollouts, cache, names, routed, 0.2, None, targets)
+    rows = rollouts.tables
+    hidden = torch.stack([views[t].hidden for t in rows])
+    width = SpawnPolicy.width_features(torch.tensor([views[t].num_columns for t in rows]),
+                                       torch.tensor([views[t].stream_bytes for t in rows]))
+    _, logits, _ = policy.logits(hidden, width, allowed_options(policy.options, torch.tensor(
+        [views[t].num_columns for t in rows]), None))
+    want = targets[torch.tensor(rows)]
+    hand = F.cross_entropy(logits[want >= 0], want[want >= 0])
+    assert parts["route"] == pytest.approx(float(hand.detach()), rel=1e-6)
+    assert float(loss.detach()) == pytest.approx(float(base.detach()) + 2.0 * float(hand.detach()), rel=1e-5)
+    # with the weight off, or no targets, the term is absent
+    _, parts_off, _ = update_loss(policy, merge, views, rollouts, cache, names, plain, 0.2, None, targets)
+    assert "route" not in parts_off
+    optimizer = torch.optim.SGD(policy.parameters(), lr=0.5)
+    for _ in range(20):
+        loss, _, _ = update_loss(policy, merge, views, rollouts, cache, names, routed, 0.2, None, targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    _, after, _ = policy.logits(hidden, width, allowed_options(policy.options, torch.tensor(
+        [views[t].num_columns for t in rows]), None))
+    assert float(F.cross_entropy(after[want >= 0], want[want >= 0])) < float(hand.detach())

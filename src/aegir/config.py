@@ -35,6 +35,11 @@ DOMAINS = (
 # SPECIALIST_TRAIN_SPLIT: more synthetic tables of the ordinary kind (other tables: the split
 # name is in every seed) that only the specialists train on (`specialists.<name>.extra_tables`, their
 # domains' tables), so that each specialist has read more of its domains than the primary has.
+# And POLICY_TRAIN_SPLIT: more ordinary synthetic tables (other tables again) on which only Phase
+# 4 trains its policy and merge: tables that no model of Phases 1–3 has read, so that the merge
+# learns how far to trust a sub-agent on tables the orchestrator meets for the first time, as at
+# evaluation (on `train` tables, which the primary and Phase 3 read, the orchestrator is surer
+# and righter than on any unseen table, and the merge learned to leave the sub-agents out).
 SOURCE_SPLITS = ("train", "valid", "test", "corner_cases", "missing_values", "format_heterogeneity")
 REAL_SPLIT = "real"  # the real-table development set (aegir.data.real): scored, never trained on
 EVAL_ONLY_SPLITS = (REAL_SPLIT, "wide")
@@ -42,7 +47,8 @@ SPLITS = SOURCE_SPLITS + EVAL_ONLY_SPLITS
 TRAIN_SPLIT = "train"
 SWARM_TRAIN_SPLIT = "wide_train"
 SPECIALIST_TRAIN_SPLIT = "specialist_train"
-PREPARED_SPLITS = SPLITS + (SWARM_TRAIN_SPLIT, SPECIALIST_TRAIN_SPLIT)  # the files of a prepared directory
+POLICY_TRAIN_SPLIT = "policy_train"
+PREPARED_SPLITS = SPLITS + (SWARM_TRAIN_SPLIT, SPECIALIST_TRAIN_SPLIT, POLICY_TRAIN_SPLIT)  # the files of a prepared directory
 EVAL_SPLITS = tuple(split for split in SPLITS if split != TRAIN_SPLIT)  # scored in every report
 
 
@@ -72,6 +78,7 @@ class SyntheticConfig:
     wide_max_columns: int = 40
     wide_train_tables: int = 64  # tables of the same kind in SWARM_TRAIN_SPLIT (Phase 4's training only)
     specialist_train_tables: int = 0  # tables of SPECIALIST_TRAIN_SPLIT (the specialists' training only)
+    policy_train_tables: int = 0  # tables of POLICY_TRAIN_SPLIT (Phase 4's policy and merge only)
 
     def __post_init__(self) -> None:
         check_config(1 <= self.wide_tables <= 10_000_000, "synthetic.wide_tables", f"must be ≥ 1, got {self.wide_tables}")
@@ -79,6 +86,8 @@ class SyntheticConfig:
                      f"must be ≥ 1, got {self.wide_train_tables}")
         check_config(0 <= self.specialist_train_tables <= 10_000_000, "synthetic.specialist_train_tables",
                      f"must be in [0, 10000000], got {self.specialist_train_tables}")
+        check_config(0 <= self.policy_train_tables <= 10_000_000, "synthetic.policy_train_tables",
+                     f"must be in [0, 10000000], got {self.policy_train_tables}")
         check_config(2 <= self.wide_min_columns <= self.wide_max_columns <= 200, "synthetic.wide_max_columns",
                      f"need 2 ≤ wide_min_columns ≤ wide_max_columns ≤ 200, got "
                      f"{self.wide_min_columns}..{self.wide_max_columns}")
@@ -345,6 +354,7 @@ class Phase3Config:
     ce_weight: float = 1.0  # supervised CE on gold labels beside the RL loss (0 allowed)
     label_smoothing: float = 0.0  # ε of that CE (as phase1.label_smoothing)
     route_weight: float = 0.0  # supervised routing: the router's BCE toward "the table's domain is the specialist's" (0 = off)
+    distill_weight: float = 0.0  # CE of the fused output toward the output ensemble (aegir.rl.parl.distill_loss; 0 = off)
     kl_coef: float = 0.0  # per-token KL(π_old‖π_new) penalty (0 = off)
     critical_weight: float = 2.0  # token weight of routing decisions (label tokens weigh 1)
     clip_start: float = 0.2  # PPO ε at the start …
@@ -380,6 +390,7 @@ class Phase3Config:
             check(0 <= getattr(self, key) <= 100, key, f"must be in [0, 100], got {getattr(self, key)}")
         check(0 <= self.label_smoothing < 1, "label_smoothing", f"must be in [0, 1), got {self.label_smoothing}")
         check(0 <= self.route_weight <= 100, "route_weight", f"must be in [0, 100], got {self.route_weight}")
+        check(0 <= self.distill_weight <= 100, "distill_weight", f"must be in [0, 100], got {self.distill_weight}")
         check(0 < self.critical_weight <= 100, "critical_weight", f"must be in (0, 100], got {self.critical_weight}")
         check(0 < self.clip_end <= self.clip_start < 1, "clip_start",
               f"need 0 < clip_end ≤ clip_start < 1, got {self.clip_start} → {self.clip_end}")
@@ -413,7 +424,7 @@ class Phase4Config:
     max_subagents: int = 16  # the policy spawns 0 … this many per table (options 0, 1, 2, 4, …)
     scaling_n: tuple[int, ...] = (0, 1, 2, 4, 8, 16)  # budgets of the scaling curve
     seed: int = 0  # policy init, batch order, sampled decisions
-    train_tables: int = 256  # training tables whose sub-agent outputs are cached and trained on
+    train_tables: int = 256  # the first tables of `policy_train` (synthetic.policy_train_tables) it trains on
     wide_train_tables: int = 32  # and many-column ones: the first of `wide_train` (0: none)
     step_cost: float = 0.0  # reward (r_perf: F1 in [0, 1]) lost per critical step a decision adds
     steps: int = 150  # policy/merge updates
@@ -422,6 +433,7 @@ class Phase4Config:
     ppo_epochs: int = 2  # updates per batch of rollouts
     lr: float = 0.01  # policy and merge (both small, both new)
     ce_weight: float = 1.0  # the merge's CE on gold labels beside the policy's RL loss
+    route_weight: float = 0.0  # the specialist choice's CE toward the table's domain owner (0 = off)
     kl_coef: float = 0.0
     clip_start: float = 0.2
     clip_end: float = 0.1
@@ -450,7 +462,7 @@ class Phase4Config:
         check(2 <= self.rollouts <= 64, "rollouts", f"must be in [2, 64], got {self.rollouts}")
         check(1 <= self.ppo_epochs <= 16, "ppo_epochs", f"must be in [1, 16], got {self.ppo_epochs}")
         check(0 < self.lr <= 1, "lr", f"must be in (0, 1], got {self.lr}")
-        for key in ("ce_weight", "kl_coef"):
+        for key in ("ce_weight", "kl_coef", "route_weight"):
             check(0 <= getattr(self, key) <= 100, key, f"must be in [0, 100], got {getattr(self, key)}")
         check(0 < self.clip_end <= self.clip_start < 1, "clip_start",
               f"need 0 < clip_end ≤ clip_start < 1, got {self.clip_start} → {self.clip_end}")

@@ -62,6 +62,7 @@ class PARLSettings:
     rewards: RewardConfig
     label_smoothing: float = 0.0  # ε of the supervised CE (as Phase 1's `phase1.label_smoothing`)
     route_weight: float = 0.0  # weight of the supervised routing loss (`routing_targets`; 0 = off)
+    distill_weight: float = 0.0  # weight of the CE toward the output ensemble's labels (`distill_loss`; 0 = off)
 
 
 @dataclass
@@ -249,6 +250,30 @@ def routing_targets(domains: list[str | None], specialist_domains: list[tuple[st
     return target.reshape(len(domains), len(specialist_domains)), known
 
 
+def distill_loss(orch: SwarmOrchestrator, batch: Batch, out, activation_mask: torch.Tensor, K: int) -> torch.Tensor:
+    """Soft-label CE of the fused output toward the output ensemble of the same rollout: the
+    mean softmax of the fused output (detached) and each activated frozen specialist's whole
+    forward (`aegir.swarm.ensemble.ensemble_probs`), over the real columns (CTA) and the
+    non-subject columns (CPA) of the K·B rows. The teacher holds what the experts' own heads
+    read; the student has only the state seam to get it through."""
+    from aegir.swarm.ensemble import ensemble_probs
+
+    with torch.no_grad():
+        own = [specialist.model(batch) for specialist in orch.specialists]  # B rows each
+    total, count = 0.0, 0
+    mask = batch.column_mask.repeat(K, 1)  # (K·B, C)
+    for name, first in (("cta_logits", 0), ("cpa_logits", 1)):
+        student = F.log_softmax(getattr(out, name).float(), -1)
+        with torch.no_grad():
+            teacher = ensemble_probs(student.exp(), [getattr(o, name).float().softmax(-1).repeat(K, 1, 1)
+                                                     for o in own], activation_mask)
+        valid = mask.clone()
+        valid[:, :first] = False
+        total = total - (teacher * student).sum(-1)[valid].sum()
+        count += int(valid.sum())
+    return total / max(count, 1)
+
+
 def token_loss(orch: SwarmOrchestrator, batch: Batch, fwd: PolicyForward, rollouts: Rollouts,
                settings: PARLSettings, epsilon: float,
                route_target: tuple[torch.Tensor, torch.Tensor] | None = None,
@@ -295,5 +320,9 @@ def token_loss(orch: SwarmOrchestrator, batch: Batch, fwd: PolicyForward, rollou
             route = -orch.routing_log_prob(fwd.routing_hidden, target_k)[:, known].mean()
             loss = loss + settings.route_weight * route
             extra["route"] = float(route.detach())
+    if settings.distill_weight and rollouts.decision is not None:
+        distill = distill_loss(orch, batch, out, rollouts.decision.activation_mask, rollouts.num_rollouts)
+        loss = loss + settings.distill_weight * distill
+        extra["distill"] = float(distill.detach())
     return loss, {"loss": float(loss.detach()), "rl": float(rl_loss.detach()), "ce_cta": float(parts["cta"]),
                   "ce_cpa": float(parts["cpa"]), "ratio": float(parts["ratio"]), **extra}, stats

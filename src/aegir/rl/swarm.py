@@ -155,6 +155,7 @@ class SwarmSettings:
     rewards: RewardConfig
     step_cost: float = 0.0
     steps: StepCounter | None = None
+    route_weight: float = 0.0  # weight of the specialist choice's CE toward `specialist_targets` (0 = off)
 
     def __post_init__(self) -> None:
         if self.step_cost > 0 and self.steps is None:
@@ -270,11 +271,29 @@ def collect(policy: SpawnPolicy, merge: SwarmMerge, views: list[TableView], rows
         advantage=group_advantages(rewards["reward"]).flatten(), rewards=rewards, spawned=spawned.float())
 
 
+def specialist_targets(domains: list[str | None], names: list[str], agent_domains: dict[str, tuple[str, ...]]
+                       ) -> torch.Tensor:
+    """The sub-agent each table should instantiate, (T,) long: the first of `names` whose
+    domains hold the table's domain; failing that the generalist `primary` when it is one of
+    `names`; else -1 (no target). `agent_domains`: name → its domains (empty: a generalist)."""
+    fallback = names.index("primary") if "primary" in names else -1
+    out = []
+    for domain in domains:
+        owners = [s for s, name in enumerate(names) if domain is not None and domain in agent_domains.get(name, ())]
+        out.append(owners[0] if owners else fallback)
+    return torch.tensor(out, dtype=torch.long)
+
+
 def update_loss(policy: SpawnPolicy, merge: SwarmMerge, views: list[TableView], rollouts: SwarmRollouts,
                 cache: SubagentCache, names: list[str], settings: SwarmSettings, epsilon: float,
-                max_count: int | None) -> tuple[torch.Tensor, dict[str, float], PPOStats]:
+                max_count: int | None, targets: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, dict[str, float], PPOStats]:
     """Clipped token loss of the rollouts' decisions re-scored under the current policy, plus
-    ce_weight · the merge's CE on the same rollouts' merged labels."""
+    ce_weight · the merge's CE on the same rollouts' merged labels, plus (with
+    `settings.route_weight` and `targets`, `specialist_targets` of every training table)
+    route_weight · the specialist head's CE toward each table's target: which expert to spawn is
+    taught by the tables' domains, as Phase 3's router is (`phase3.route_weight`); whether to
+    spawn at all stays the reward's."""
     rows = rollouts.tables
     hidden, width, allowed, has_deep = policy_inputs(views, rows, policy.options, max_count)
     decision = policy.decide(hidden, width, allowed, has_deep, count=rollouts.count,
@@ -287,4 +306,13 @@ def update_loss(policy: SpawnPolicy, merge: SwarmMerge, views: list[TableView], 
     merged, _ = rollout_outputs(views, rows, decision, policy.options, cache, merge, names)
     ce = merge_ce(views, rows, merged)
     loss = rl + settings.ce_weight * ce
-    return loss, {"loss": float(loss.detach()), "rl": float(rl.detach()), "ce": float(ce.detach())}, stats
+    parts = {"rl": float(rl.detach()), "ce": float(ce.detach())}
+    if settings.route_weight and targets is not None:
+        target = targets[torch.tensor(rows)]
+        known = target >= 0
+        if known.any():
+            _, spec_logits, _ = policy.logits(hidden, width, allowed)
+            route = F.cross_entropy(spec_logits[known], target[known])
+            loss = loss + settings.route_weight * route
+            parts["route"] = float(route.detach())
+    return loss, {"loss": float(loss.detach()), **parts}, stats

@@ -159,7 +159,7 @@ def train_run(orch: SwarmOrchestrator, run: str, params: Params, train: list[Exa
     settings = PARLSettings(rollouts=cfg.rollouts, abstain_below=cfg.abstain_below,
                             critical_weight=cfg.critical_weight, ce_weight=cfg.ce_weight,
                             kl_coef=cfg.kl_coef, rewards=rc, label_smoothing=cfg.label_smoothing,
-                            route_weight=cfg.route_weight)
+                            route_weight=cfg.route_weight, distill_weight=cfg.distill_weight)
     # the routing each training table should get: the specialists whose domains hold its domain
     # (a frozen model that params do not describe has no domains, so no routing target)
     own_domains = [params.agents[name].domains if name in params.agents else () for name in orch.specialist_names]

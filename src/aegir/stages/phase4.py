@@ -17,8 +17,10 @@
    specialist) and only the policy and the merge weights train: PARL's token-level clipped
    loss with the `lambda` schedule and `rewards` (`aegir.rl.swarm`), budget-limited phases
    (a cap on sub-agents per table, growing) alternating with uncapped ones, on
-   `phase4.train_tables` tables of `train` and `phase4.wide_train_tables` of `wide_train`
-   (many-column tables, so that the policy meets the tables where spawning pays); each
+   `phase4.train_tables` tables of `policy_train` (ordinary tables that no model of Phases 1–3
+   has read: on them the orchestrator is as sure and as right as on the tables it will be
+   scored on) and `phase4.wide_train_tables` of `wide_train` (many-column tables, so that
+   the policy meets the tables where spawning pays); each
    critical step a decision adds costs `phase4.step_cost` of reward.
 3. Scored on every evaluation split: the learned policy (at `max_subagents`) and two fixed
    controls, never spawn (serial collapse: the Phase 3 orchestrator as `phase3` scores it) and
@@ -56,11 +58,10 @@ from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from aegir import atomic
-from aegir.config import EVAL_SPLITS, SPLITS, SWARM_TRAIN_SPLIT, TRAIN_SPLIT, Params, Phase4Config, load_params
+from aegir.config import EVAL_SPLITS, POLICY_TRAIN_SPLIT, SPLITS, SWARM_TRAIN_SPLIT, Params, Phase4Config, load_params
 from aegir.data.dataset import Example, epoch_order, examples_from_arrow
 from aegir.data.prepared import read_split, split_path, tables_from_arrow
 from aegir.data.prepared import fingerprint as data_fingerprint
@@ -74,7 +75,8 @@ from aegir.model.checkpoint import checkpoint_fingerprint
 from aegir.progress import progress as progress_bar
 from aegir.rl.ppo import deterministic_kernels
 from aegir.rl.rewards import LambdaSchedule, budget_cap, clip_epsilon
-from aegir.rl.swarm import StepCounter, SwarmSettings, TableView, collect, decision_keys, update_loss
+from aegir.rl.swarm import (StepCounter, SwarmSettings, TableView, collect, decision_keys, specialist_targets,
+                             update_loss)
 from aegir.swarm.checkpoint import load_orchestrator
 from aegir.swarm.orchestrator import SwarmOrchestrator
 from aegir.swarm.policy import SpawnPolicy, spawn_options
@@ -129,16 +131,18 @@ def load_split(name: str, data_dir: Path, orch: SwarmOrchestrator, subagents: di
 
 def load_training(data_dir: Path, orch: SwarmOrchestrator, subagents: dict, params: Params,
                   family: torch.Tensor, reading: Phase3Reading) -> SplitData:
-    """Phase 4's training tables: `train_tables` of `train` (a seeded sample), then the first
-    `wide_train_tables` of `wide_train`, as one list with one sub-agent cache."""
+    """Phase 4's training tables: the first `train_tables` of `policy_train`, then the first
+    `wide_train_tables` of `wide_train`, as one list with one sub-agent cache. Neither split is
+    read by any model of Phases 1–3 (`aegir.config`)."""
     cfg: Phase4Config = params.phase4
-    train = read_split(data_dir, TRAIN_SPLIT)
+    train = read_split(data_dir, POLICY_TRAIN_SPLIT)
     count = len(train)
     check_config(cfg.train_tables <= count, "phase4.train_tables",
-                 f"asks for {cfg.train_tables} tables; {split_path(data_dir, TRAIN_SPLIT)} has {count}")
-    rows = sorted(np.random.default_rng([cfg.seed, 4]).permutation(count)[:cfg.train_tables].tolist())
-    train = train.take(rows)
-    examples, tables = examples_from_arrow(train, split_path(data_dir, TRAIN_SPLIT)), tables_from_arrow(train)
+                 f"asks for {cfg.train_tables} tables; {split_path(data_dir, POLICY_TRAIN_SPLIT)} has {count} "
+                 f"(synthetic.policy_train_tables)")
+    train = train.slice(0, cfg.train_tables)
+    examples = examples_from_arrow(train, split_path(data_dir, POLICY_TRAIN_SPLIT))
+    tables = tables_from_arrow(train)
     if cfg.wide_train_tables:
         wide = read_split(data_dir, SWARM_TRAIN_SPLIT)
         check_config(cfg.wide_train_tables <= len(wide), "phase4.wide_train_tables",
@@ -151,7 +155,7 @@ def load_training(data_dir: Path, orch: SwarmOrchestrator, subagents: dict, para
     readings = phase3_readings(orch, plan, [e.table_id for e in examples], cfg.eval_batch_size)
     views = table_views(orch, examples, cfg.eval_batch_size, family, readings)
     cache = SubagentCache(tables, subagents, params.prepare, data_dir, cfg.eval_batch_size)
-    return SplitData(TRAIN_SPLIT, examples, tables, views, cache)
+    return SplitData(POLICY_TRAIN_SPLIT, examples, tables, views, cache)
 
 
 # ----------------------------------------------------------------------------- training
@@ -166,7 +170,11 @@ def train(policy: SpawnPolicy, merge: SwarmMerge, data: SplitData, names: list[s
     """`phase4.steps` updates of the policy and the merge on the cached training tables."""
     cfg: Phase4Config = params.phase4
     settings = SwarmSettings(rollouts=cfg.rollouts, ce_weight=cfg.ce_weight, kl_coef=cfg.kl_coef,
-                             rewards=params.rewards, step_cost=cfg.step_cost, steps=steps)
+                             rewards=params.rewards, step_cost=cfg.step_cost, steps=steps,
+                             route_weight=cfg.route_weight)
+    # which sub-agent each training table should get: its domain's specialist (aegir.rl.swarm)
+    targets = specialist_targets([e.domain for e in data.examples], names,
+                                 {name: tuple(params.agents[name].domains or ()) for name in names})
     schedule = LambdaSchedule(params.sections["lambda"])
     module = torch.nn.ModuleDict({"policy": policy, "merge": merge})
     optimizer = torch.optim.AdamW(module.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=0.0)
@@ -201,7 +209,7 @@ def train(policy: SpawnPolicy, merge: SwarmMerge, data: SplitData, names: list[s
                            step_generator(cfg.seed, step), max_count, cfg.max_subagents)
         for _ in range(cfg.ppo_epochs):
             loss, parts, stats = update_loss(policy, merge, data.views, rollouts, data.cache, names, settings,
-                                             epsilon, max_count)
+                                             epsilon, max_count, targets)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
@@ -378,7 +386,7 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
     merge = SwarmMerge(len(names), family)
 
     train_data = load_training(data_dir, orch, subagents, params, family, reading)
-    trained_on = (TRAIN_SPLIT, SWARM_TRAIN_SPLIT) if cfg.wide_train_tables else (TRAIN_SPLIT,)
+    trained_on = (POLICY_TRAIN_SPLIT, SWARM_TRAIN_SPLIT) if cfg.wide_train_tables else (POLICY_TRAIN_SPLIT,)
     base = {"phase4": asdict(cfg), "lambda": asdict(params.sections["lambda"]), "rewards": asdict(params.rewards),
             "prepare": asdict(params.prepare), "data": data_fingerprint(data_dir, trained_on),
             "phase3": checkpoint_fingerprint(phase3_dir),

@@ -9,7 +9,8 @@ data, so they are added with `source: sotab` too. So is `wide_train` (`SWARM_TRA
 synthetic many-column tables, on which only Phase 4's spawning policy and merge train; and
 `specialist_train` (`SPECIALIST_TRAIN_SPLIT`): more ordinary synthetic tables, other than
 `train`'s, of which each specialist reads its domains' (`agents.<name>.extra_tables`) and the
-primary none.
+primary none; and `policy_train` (`POLICY_TRAIN_SPLIT`): ordinary synthetic tables again, other
+ones, that only Phase 4 trains on (no model of Phases 1–3 reads them).
 
 With `prepare.train_views` > 1 the `train` split also holds shuffled views of every training
 table (rows and non-subject columns reordered, a few cells blanked: `aegir.data.augment`), so
@@ -43,9 +44,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from aegir import atomic
-from aegir.config import (EVAL_ONLY_SPLITS, PREPARED_SPLITS, SOURCE_SPLITS, SPECIALIST_TRAIN_SPLIT, SWARM_TRAIN_SPLIT,
-                          TRAIN_SPLIT, Params,
-                          PrepareConfig, SyntheticConfig, load_params)
+from aegir.config import (EVAL_ONLY_SPLITS, POLICY_TRAIN_SPLIT, PREPARED_SPLITS, SOURCE_SPLITS, SPECIALIST_TRAIN_SPLIT,
+                          SWARM_TRAIN_SPLIT, TRAIN_SPLIT, Params, PrepareConfig, SyntheticConfig, load_params)
 from aegir.data.augment import table_views
 from aegir.data.serialize import serialize_table
 from aegir.data.table import Table
@@ -196,8 +196,9 @@ def prepare_splits(params: Params, on_skip: Callable[[str, DataError], None], pr
     splits, then those built whatever the source, the evaluation-only ones
     (`aegir.config.EVAL_ONLY_SPLITS`: `real`, from `aegir.data.real`, and the many-column `wide`
     tables of the synthetic generator, `synthetic.wide_*`), Phase 4's `wide_train`
-    (`SWARM_TRAIN_SPLIT`) and the specialists' `specialist_train` (`SPECIALIST_TRAIN_SPLIT`:
-    `synthetic.specialist_train_tables` ordinary synthetic tables, whatever the source).
+    (`SWARM_TRAIN_SPLIT`), the specialists' `specialist_train` (`SPECIALIST_TRAIN_SPLIT`:
+    `synthetic.specialist_train_tables` ordinary synthetic tables, whatever the source) and Phase
+    4's `policy_train` (`POLICY_TRAIN_SPLIT`: `synthetic.policy_train_tables` more of them).
 
     The synthetic splits go out in ranges of `chunk` tables, each generated and serialized in
     one task, and the `real` split in one task, to `processes` worker processes (None: one per
@@ -210,7 +211,8 @@ def prepare_splits(params: Params, on_skip: Callable[[str, DataError], None], pr
 
     assert {REAL, *WIDE_SPLITS} == {*EVAL_ONLY_SPLITS, SWARM_TRAIN_SPLIT}
     cfg, synthetic = params.prepare, params.synthetic
-    synthetic_splits = (SOURCE_SPLITS if cfg.source == "synthetic" else ()) + WIDE_SPLITS + (SPECIALIST_TRAIN_SPLIT,)
+    synthetic_splits = ((SOURCE_SPLITS if cfg.source == "synthetic" else ()) + WIDE_SPLITS
+                        + (SPECIALIST_TRAIN_SPLIT, POLICY_TRAIN_SPLIT))
     jobs: list[tuple[str, Callable[..., Part], tuple]] = [(REAL, _real_part, (cfg,))]  # the longest task first
     for split in synthetic_splits:
         count = synthetic.tables_in(split)
@@ -252,8 +254,9 @@ def run(params: Params, data_dir: Path, stats_path: Path, metrics_path: Path | N
     skipped: Counter[str] = Counter()  # reader cases skipped rather than fatal, by reason
     per_split, arrow = prepare_splits(params, lambda reason, error: skipped.update([reason]))
     for split, tables in per_split.items():
-        # the specialists' own split is empty when none is asked for (synthetic.specialist_train_tables: 0)
-        if not tables and not (split == SPECIALIST_TRAIN_SPLIT and params.synthetic.specialist_train_tables == 0):
+        # the specialists' and Phase 4's own splits are empty when none is asked for (their count 0)
+        if not tables and not (split in (SPECIALIST_TRAIN_SPLIT, POLICY_TRAIN_SPLIT)
+                               and params.synthetic.tables_in(split) == 0):
             raise DataError(data_dir / f"{split}.parquet", f"split '{split}' has no tables")
     with atomic.staged_dir(data_dir) as staging:
         for split in per_split:
