@@ -256,3 +256,185 @@ def test_annotate_applies_the_temperature_fitted_for_its_checkpoint(tiny, tmp_pa
     missing = CliRunner().invoke(main, ["annotate", str(table), "-c", str(ckpt), "--calibration",
                                         str(tmp_path / "nope.json")])
     assert missing.exit_code == 2 and "calibrate" in missing.output
+
+
+# --------------------------------------------------------------------------- the distributions stages stored
+
+
+def store_reads(directory: Path, reads: dict, data: Path, extra: dict | None = None) -> None:
+    """`directory`/eval_reads.safetensors as the stages write it: per split (its reads, their
+    predictions with every label), the checkpoint's recorded settings as metadata."""
+    from aegir.config import SPLITS
+    from aegir.data.prepared import fingerprint
+    from aegir.eval.reads import READS_FILE, dense_distributions, save_eval_reads
+
+    recorded = json.loads((directory / "config.json").read_text())["params"]
+    dense = {split: (split_reads, found if isinstance(found, dict) else dense_distributions(found, label_counts()))
+             for split, (split_reads, found) in reads.items()}
+    save_eval_reads(directory / READS_FILE, dense,
+                    {"checkpoint": checkpoint_fingerprint(directory), "data": fingerprint(data, SPLITS),
+                     "prepare": recorded["prepare"], "reading": recorded.get("reading"), **(extra or {})})
+
+
+@pytest.fixture(scope="module")
+def stored(tiny) -> dict:
+    """Every prepared split (stored reads are tied to all of them), 4 tables of each for speed,
+    and a checkpoint of each kind with the distributions its stage stores: a whole-table model,
+    a model reading column groups of 4 in 2 views with joint decoding, a Phase 3 orchestrator,
+    and a Phase 4 swarm (over its own copy of the orchestrator) whose policy spawns sub-agents
+    on tables of 4 columns or more and nothing on the others. Each store holds the bits
+    re-scoring computes (the same forward on the same batches): what the stages store, up to
+    the float rounding of their batches."""
+    import pyarrow.parquet as pq
+
+    from aegir.data.dataset import load_examples
+    from aegir.data.prepared import read_split, split_path, tables_from_arrow
+    from aegir.eval.grouped import ALL_LABELS, split_reads
+    from aegir.eval.predict import predict
+    from aegir.inference import load_for_inference
+    from aegir.labels import cta_vocab
+    from aegir.swarm.checkpoint import save_orchestrator
+    from aegir.swarm.orchestrator import build_orchestrator
+    from aegir.swarm.policy import SpawnPolicy, spawn_options
+    from aegir.swarm.spawn import SwarmMerge, family_of_labels
+    from aegir.swarm.swarm import Swarm, load_swarm, save_swarm
+    from test_swarm import open_gates, tiny as trained_tiny
+
+    root, data = tiny["root"] / "stored", tiny["root"] / "prepared4"
+    data.mkdir()
+    for path in sorted((tiny["root"] / "prepared").glob("*.parquet")):
+        pq.write_table(pq.read_table(path).slice(0, 4), data / path.name)
+    splits = stage.evaluation_splits(data)
+    prepare = asdict(PrepareConfig(byte_budget=512, max_rows=6))
+    reading = {"columns": 4, "views": 2, "joint_cta": 0.05, "joint_cpa": 0.2}
+    examples = {split: load_examples(data, split) for split in splits}
+    repeats = label_repeats([(e.cta_labels, e.cpa_labels) for e in examples["test"]], label_counts()).to_json()
+    params = {"params": {"prepare": prepare, "reading": reading}, "label_repeats": repeats}
+    torch.manual_seed(2)
+    out = {"data": data, "plain": save_checkpoint(root / "plain", AegirModel(preset("tiny")),
+                                                  {"params": {"prepare": prepare, "reading": {"columns": 0,
+                                                                                              "views": 1}}}),
+           "grouped": save_checkpoint(root / "grouped", AegirModel(preset("tiny")), params)}
+    primary = trained_tiny(0)
+    orch = build_orchestrator(primary, {"same": trained_tiny(1)}, 0.3)
+    open_gates(orch)
+    dirs = {name: save_checkpoint(root / "phase1" / name, specialist.model, params)
+            for name, specialist in zip(orch.specialist_names, orch.specialists)}
+    out["orchestrator"] = save_orchestrator(root / "phase3", orch, dirs, params)
+    for kind in ("plain", "grouped", "orchestrator"):  # as aegir.inference reads them (its batches)
+        annotator = load_for_inference(out[kind])
+        reads = {}
+        for split in splits:
+            plan = split_reads(data, split, examples[split], annotator.read_columns, annotator.read_views,
+                               annotator.prepare)
+            reads[split] = (plan.reads, predict(annotator.model, plan.reads, top_k=ALL_LABELS,
+                                                forward=annotator.forward))
+        store_reads(out[kind], reads, data)
+
+    # the swarm: Phase 3's reads of each table as the swarm reads them (its batches of 8), then the
+    # swarm's merged distributions of its learned policy (uncapped), before the joint decoding
+    phase3 = save_orchestrator(root / "swarm_phase3", orch, dirs, params)
+    policy = SpawnPolicy(primary.config.d_model, spawn_options(4), len(dirs))
+    with torch.no_grad():
+        policy.count_head.bias.copy_(torch.tensor([4.0, 0.0, 0.0, 12.0]))  # 4 sub-agents where allowed, else none
+        policy.deep_head.bias.fill_(-12.0)
+    swarm = Swarm(orch, {name: s.model for name, s in zip(orch.specialist_names, orch.specialists)}, policy,
+                  SwarmMerge(len(dirs), family_of_labels(cta_vocab())[0]))
+    out["swarm"] = save_swarm(root / "phase4", swarm, phase3, dirs, {"params": {"prepare": prepare}})
+    swarm, _ = load_swarm(out["swarm"])
+    phase3_reads, swarm_reads, spawned = {}, {}, []
+    for split in splits:
+        tables = tables_from_arrow(read_split(data, split))
+        plan = swarm.reading.plan(tables, examples[split], PrepareConfig(**prepare), split_path(data, split))
+        phase3_reads[split] = (plan.reads, predict(swarm.orch, plan.reads, 8, top_k=ALL_LABELS,
+                                                   forward=swarm.orch.annotate))
+        results = swarm.annotate(tables, examples[split], PrepareConfig(**prepare), data)
+        swarm_reads[split] = (examples[split], {
+            "cta": torch.cat([r.cta_logp.exp() for r in results]).float(),
+            "cpa": torch.cat([r.cpa_logp.exp() for r in results]).float(),
+            "columns": torch.tensor([r.cta_logp.shape[0] for r in results], dtype=torch.int64)})
+        spawned += [r.subagents for r in results]
+    store_reads(phase3, phase3_reads, data)
+    store_reads(out["swarm"], swarm_reads, data, {"policy": "learned", "max_subagents": 4,
+                                                  "reading": params["params"]["reading"]})
+    out["spawned"] = spawned
+    return out
+
+
+def assert_same_targets(one: dict, other: dict) -> None:
+    assert list(one) == list(other)
+    for split in one:
+        for task in ("cta", "cpa"):
+            a, b = one[split][task], other[split][task]
+            assert len(a.gold) and np.array_equal(a.gold, b.gold), (split, task)
+            assert np.array_equal(a.chosen, b.chosen), (split, task)
+            assert a.probs.dtype == b.probs.dtype and np.array_equal(a.probs, b.probs), (split, task)
+
+
+@pytest.mark.parametrize("kind", ["plain", "grouped", "orchestrator", "swarm"])
+def test_the_stored_distributions_give_the_targets_re_scoring_gives(stored, kind):
+    """The calibrate stage reads each checkpoint's stored distributions instead of running it:
+    the same targets, bit for bit — the reads merged (column groups, row views), the labels the
+    recorded joint decoding chose, the swarm's merged distributions (and, where it spawned
+    nothing, the orchestrator's reading itself)."""
+    data, checkpoint = stored["data"], stored[kind]
+    splits = stage.evaluation_splits(data)
+    assert len(splits) == 7
+    taken, source = stage.StoredTargets(data).targets(checkpoint, splits)
+    assert source == stage.STORED
+    rescored = stage.checkpoint_targets(checkpoint, data, splits)
+    assert_same_targets({split: taken[split] for split in splits}, rescored)
+    assert stage.calibrate_checkpoint(taken) == stage.calibrate_checkpoint(rescored)
+    if kind == "swarm":  # both kinds of table: spawned on (merged), and left as the orchestrator read it
+        assert 0 < sum(1 for n in stored["spawned"] if n) < len(stored["spawned"])
+
+
+def rewrite_store(directory: Path, splits: tuple[str, ...] | None = None, **changed) -> None:
+    """`directory`'s stored reads with only `splits` (None: all) and the metadata `changed`."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from aegir.eval.reads import METADATA_KEY, READS_FILE
+
+    path = directory / READS_FILE
+    with safe_open(str(path), framework="pt") as f:
+        tensors = {key: f.get_tensor(key) for key in f.keys()}  # noqa: SIM118 (a safetensors handle)
+        metadata = json.loads(f.metadata()[METADATA_KEY])
+    keep = lambda key: splits is None or key.split("/")[-1 if key.startswith("reads/") else 0] in splits  # noqa: E731
+    metadata = {key: value for key, value in metadata.items() if not key.startswith("reads/") or keep(key)}
+    metadata.update({key: json.dumps(value, sort_keys=True) for key, value in changed.items()})
+    save_file({key: t for key, t in tensors.items() if keep(key)}, str(path),
+              metadata={METADATA_KEY: json.dumps(metadata, sort_keys=True)})
+
+
+def test_the_stage_says_where_the_distributions_came_from_and_falls_back_to_re_scoring(stored, tmp_path, capsys):
+    """A store that does not match (other settings, other reads of a split) is not taken: those
+    splits are re-scored, with the same figures, and calibration.json and the printout say so."""
+    from aegir.eval.reads import READS_FILE
+
+    data = stored["data"]
+    copies = {name: shutil.copytree(stored["grouped"], tmp_path / name) for name in ("other", "partial", "bare")}
+    rewrite_store(copies["other"], reading={"columns": 5, "views": 2, "joint_cta": 0.05, "joint_cpa": 0.2})
+    rewrite_store(copies["partial"], ("valid", "real"))
+    (copies["bare"] / READS_FILE).unlink()
+    taken, _ = stage.StoredTargets(data).targets(stored["grouped"], stage.evaluation_splits(data))
+    expected = stage.calibrate_checkpoint(taken)
+
+    args = ["--data", str(data), "--out", str(tmp_path / "out"), "--checkpoint", str(stored["grouped"])]
+    assert stage.main(args + [arg for path in copies.values() for arg in ("--checkpoint", str(path))]) == 0
+    printed = capsys.readouterr().out
+    content = json.loads((tmp_path / "out" / "calibration.json").read_text())["checkpoints"]
+    assert {Path(path).name: entry["distributions"] for path, entry in content.items()} == {
+        "grouped": "stored",
+        "other": f"re-scored: {copies['other'] / READS_FILE}: computed with another reading",
+        "partial": "stored; re-scored on test, corner_cases, missing_values, format_heterogeneity, wide: other reads",
+        "bare": f"re-scored: no {READS_FILE}"}
+    for path, entry in content.items():  # the same figures whichever way
+        assert {k: v for k, v in entry.items() if k not in ("name", "fingerprint", "distributions")} == expected, path
+    assert (f"calibrate: {stored['grouped'].as_posix()}: the distributions its stage stored "
+            "(eval_reads.safetensors), not re-scored") in printed
+    assert f"calibrate: {copies['bare'].as_posix()}: re-scored: no {READS_FILE}" in printed
+    # a directory without every prepared split holds no stage's reads: re-scored, said so
+    two_splits = stored["data"].parent / "data"
+    taken, source = stage.StoredTargets(two_splits).targets(stored["grouped"], ["valid", "real"])
+    assert taken == {} and source.startswith(f"re-scored: {two_splits} does not hold every prepared split")

@@ -4,11 +4,20 @@ that makes them trustworthy (`aegir.eval.calibration` says how each figure is co
     python -m aegir.stages.calibrate --data data/prepared --models models --out results/calibrate
 
 For each checkpoint the report compares (`CHECKPOINTS`, under --models; or each --checkpoint) it
-reads every evaluation split of the prepared data as the pipeline scores it (column groups, row
+takes every evaluation split of the prepared data as the pipeline scores it (column groups, row
 views, joint decoding: `aegir.inference.prepared_predictions`), fits one temperature per task on
-`valid` alone, and writes under --out:
+`valid` alone, and writes under --out (below). The checkpoint's model is not run where its stage
+already did: phase1, phase3 and phase4 store beside each checkpoint what it predicted on every read
+of every evaluation split (`eval_reads.safetensors`, `aegir.eval.reads`), and where that store
+matches — the checkpoint's fingerprint, the prepared data's, the `prepare` and `reading` settings
+its config.json records, the very reads of the split — those distributions are merged and
+decoded per table exactly as re-scoring would (`StoredTargets`); only the splits without one (a
+user's own checkpoint, say) are read by the model again. The two give the same figures up to the
+float rounding of the batches the forward ran in (the stages batch their reads their own way).
 
-  calibration.json   per checkpoint (by its path): its fingerprint, the temperature per task;
+  calibration.json   per checkpoint (by its path): its fingerprint, where its distributions came
+                     from (`distributions`: "stored", or "re-scored: " and why not, or the
+                     splits re-scored), the temperature per task;
                      per split and task the accuracy, and the mean top-1 confidence and ECE
                      before and after the temperature; on `real` per task the coverage curve
                      (kept share and accuracy for each minimum confidence 0, 0.05, …, 0.95, with
@@ -28,13 +37,14 @@ anything is written; outputs are atomic and byte-identical for the same inputs (
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from aegir import atomic
-from aegir.config import EVAL_SPLITS, REAL_SPLIT
+from aegir.config import EVAL_SPLITS, REAL_SPLIT, SPLITS
 from aegir.data.batch import IGNORE_INDEX
 from aegir.data.prepared import split_path
 from aegir.errors import AegirError, DataError
@@ -72,13 +82,158 @@ def scored_targets(examples, predictions, sizes: Mapping[str, int]) -> dict[str,
 
 
 def checkpoint_targets(checkpoint: Path, data: Path, splits: Sequence[str]) -> dict[str, dict[str, Scored]]:
-    """{split: {task: Scored}} of one checkpoint on prepared data."""
+    """{split: {task: Scored}} of one checkpoint on prepared data, its model run on every read."""
     from aegir.eval.grouped import ALL_LABELS
     from aegir.inference import prepared_predictions
 
     sizes = label_counts()
     return {split: scored_targets(examples, predictions, sizes)
             for split, examples, predictions in prepared_predictions(checkpoint, data, splits, ALL_LABELS)}
+
+
+STORED = "stored"  # calibration.json's `distributions` of a checkpoint read wholly from its stored reads
+
+
+class StoredTargets:
+    """The targets of checkpoints from the distributions their stages stored beside them
+    (`aegir.eval.reads`), combined per table as `aegir.inference.prepared_predictions` combines
+    its model's: the same reading plan (column groups, row views), the same merge, the recorded
+    joint decoding. A checkpoint's store is taken only when its metadata match what re-scoring
+    would read — the checkpoint's fingerprint, the prepared data's, and the `prepare` and
+    `reading` settings its config.json records (as `phase3` and `phase4` check theirs) — and a
+    split only when it holds that split's very reads. Examples and reading plans are loaded once
+    per split and shared by the checkpoints that read alike."""
+
+    def __init__(self, data: Path):
+        from aegir.data.prepared import fingerprint
+
+        self.data = data
+        self.sizes = label_counts()
+        self._examples: dict[str, list] = {}
+        self._plans: dict[tuple, object] = {}
+        try:
+            self.data_print: dict[str, str] | None = fingerprint(data, SPLITS)
+        except DataError:  # not every split prepared: no stage stored reads of this directory
+            self.data_print = None
+
+    def examples(self, split: str) -> list:
+        from aegir.data.dataset import load_examples
+
+        if split not in self._examples:
+            self._examples[split] = load_examples(self.data, split)
+        return self._examples[split]
+
+    def plan(self, split: str, columns: int, views: int, prepare):
+        from dataclasses import astuple
+
+        from aegir.eval.grouped import split_reads
+
+        key = (split, columns, views, astuple(prepare))
+        if key not in self._plans:
+            self._plans[key] = split_reads(self.data, split, self.examples(split), columns, views, prepare)
+        return self._plans[key]
+
+    def open(self, directory: Path, recorded: Mapping, **more):
+        """`StoredReads.open` of `directory` against the settings re-scoring reads with."""
+        from aegir.eval.reads import StoredReads
+        from aegir.model.checkpoint import checkpoint_fingerprint
+
+        return StoredReads.open(directory, {"checkpoint": checkpoint_fingerprint(directory), "data": self.data_print,
+                                            "prepare": recorded.get("prepare"), "reading": recorded.get("reading"),
+                                            **more})
+
+    def targets(self, checkpoint: Path, splits: Sequence[str]) -> tuple[dict[str, dict[str, Scored]], str]:
+        """({split: {task: Scored}} of the splits the checkpoint's stored reads cover, which of
+        `splits` they are: `STORED` for all, else why not). The checkpoint is loaded (and so
+        checked: a changed specialist or sub-agent is the error re-scoring gives), never run."""
+        from aegir.swarm.swarm import is_swarm_checkpoint
+
+        if self.data_print is None:
+            return {}, f"re-scored: {self.data} does not hold every prepared split (no stage stored its reads)"
+        if is_swarm_checkpoint(checkpoint):
+            targets, why_not = self._swarm(checkpoint, splits)
+        else:
+            targets, why_not = self._model(checkpoint, splits)
+        if not targets:
+            return {}, f"re-scored: {why_not}"
+        missing = [split for split in splits if split not in targets]
+        return targets, STORED if not missing else f"{STORED}; re-scored on {', '.join(missing)}: {why_not}"
+
+    def _model(self, checkpoint: Path, splits: Sequence[str]) -> tuple[dict, str]:
+        """A plain model's or an orchestrator's: its reads, merged and decoded as it reads them."""
+        from aegir.eval.grouped import ALL_LABELS, predict_tables
+        from aegir.eval.reads import stored_predictions
+        from aegir.inference import load_for_inference
+
+        annotator = load_for_inference(checkpoint)  # the reading prepared_predictions would use
+        config = json.loads((checkpoint / "config.json").read_text(encoding="utf-8"))
+        store, why_not = self.open(checkpoint, config.get("params", {}))
+        if store is None:
+            return {}, why_not
+        out = {}
+        for split in splits:
+            plan = self.plan(split, annotator.read_columns, annotator.read_views, annotator.prepare)
+            stored = stored_predictions(store, split, plan.reads)
+            if stored is None:
+                continue
+            examples = self.examples(split)
+            # Annotator.predict_plan, its model's predictions of the reads taken from the store
+            predictions = predict_tables(lambda _reads, _k, stored=stored: stored, plan,
+                                         [e.table_id for e in examples], ALL_LABELS, annotator.decode)
+            out[split] = scored_targets(examples, predictions, self.sizes)
+        return out, "other reads"
+
+    def _swarm(self, checkpoint: Path, splits: Sequence[str]) -> tuple[dict, str]:
+        """A Phase 4 swarm's: its stored merged distributions (one read per table, before the
+        joint decoding), decoded as the swarm decodes. A table the swarm spawned nothing on keeps
+        the orchestrator's reading untouched, and its store holds that reading through a log and
+        back (exp(log p), `aegir.swarm.swarm.dense_log`): such a table takes the orchestrator's
+        reading itself, from Phase 3's stored reads, as `Swarm.annotate` does."""
+        import torch
+
+        from aegir.config import PrepareConfig, build
+        from aegir.eval.grouped import ALL_LABELS, top
+        from aegir.eval.predict import TablePrediction
+        from aegir.eval.reads import stored_predictions
+        from aegir.swarm.swarm import dense_log, load_swarm, phase3_readings
+
+        swarm, config = load_swarm(checkpoint)  # checks its Phase 3 orchestrator and sub-agents
+        recorded = config.get("params", {})
+        prepare = build(PrepareConfig, recorded.get("prepare", {}), f"{checkpoint}/config.json: prepare")
+        phase3_dir = (checkpoint / config["swarm"]["phase3"]["checkpoint"]).resolve()
+        phase3 = json.loads((phase3_dir / "config.json").read_text(encoding="utf-8")).get("params", {})
+        # the reads Phase 4 stored were of its learned policy under its largest option: no cap,
+        # as `Swarm.annotate` decides
+        store, why_not = self.open(checkpoint, {"prepare": recorded.get("prepare"), "reading": phase3.get("reading")},
+                                   policy="learned", max_subagents=max(swarm.policy.options))
+        if store is None:
+            return {}, why_not
+        readings_store, why_not = self.open(phase3_dir, {"prepare": recorded.get("prepare"),
+                                                         "reading": phase3.get("reading")})
+        if readings_store is None:
+            return {}, f"its Phase 3 orchestrator's reads: {why_not}"
+        out = {}
+        for split in splits:
+            examples = self.examples(split)
+            plan = self.plan(split, swarm.reading.columns, swarm.reading.views, prepare)
+            reads = stored_predictions(readings_store, split, plan.reads)
+            merged = store.split(split, examples)
+            if reads is None or merged is None:
+                continue
+            readings = phase3_readings(swarm.orch, plan, [e.table_id for e in examples], 1, reads)
+            predictions = []
+            for reading, dist in zip(readings, merged):
+                alone = {task: dense_log(getattr(reading, f"{task}_ids"), getattr(reading, f"{task}_probs"),
+                                         dist[task].shape[-1]).exp() for task in TASKS}
+                if all(torch.equal(alone[task], dist[task]) for task in TASKS):
+                    prediction = reading  # nothing spawned: the orchestrator's reading (Swarm._decode)
+                else:  # the merged distributions, every label best first (aegir.swarm.swarm.prediction_of)
+                    (cta_p, cta_i), (cpa_p, cpa_i) = (dist[task].sort(-1, descending=True) for task in TASKS)
+                    prediction = TablePrediction(reading.table_id, cta_i.numpy(), cta_p.numpy(), cpa_i.numpy(),
+                                                 cpa_p.numpy())
+                predictions.append(top(swarm.decoded(prediction), ALL_LABELS))
+            out[split] = scored_targets(examples, predictions, self.sizes)
+        return out, "other reads"
 
 
 def calibrate_checkpoint(targets: Mapping[str, Mapping[str, Scored]], fit_split: str = FIT_SPLIT,
@@ -183,11 +338,16 @@ def calibrate(data: Path, checkpoints: Mapping[str, str], out: Path) -> dict:
     from aegir.model.checkpoint import checkpoint_fingerprint
 
     splits = evaluation_splits(data)
+    stored = StoredTargets(data)
     entries = {}
     for path, name in checkpoints.items():
-        targets = checkpoint_targets(Path(path), data, splits)
+        targets, source = stored.targets(Path(path), splits)
+        missing = [split for split in splits if split not in targets]
+        if missing:  # no stored reads that match: the checkpoint's model reads them again
+            targets.update(checkpoint_targets(Path(path), data, missing))
+        targets = {split: targets[split] for split in splits}
         entries[Path(path).as_posix()] = {"name": name, "fingerprint": checkpoint_fingerprint(path),
-                                          **calibrate_checkpoint(targets)}
+                                          "distributions": source, **calibrate_checkpoint(targets)}
     content = {"fit_split": FIT_SPLIT, "real_split": REAL_SPLIT, "bins": BINS, "thresholds": list(THRESHOLDS),
                "target_accuracy": TARGET_ACCURACY,
                "method": "one temperature per task, p^(1/T) renormalised, T minimising the NLL of the gold labels "
@@ -204,6 +364,9 @@ def calibrate(data: Path, checkpoints: Mapping[str, str], out: Path) -> dict:
 def summary_lines(content: Mapping) -> list[str]:
     lines = []
     for path, entry in content["checkpoints"].items():
+        source = entry.get("distributions", "")
+        lines.append(f"calibrate: {path}: " + ("the distributions its stage stored (eval_reads.safetensors), "
+                                               "not re-scored" if source == STORED else source))
         for task in TASKS:
             real = entry["splits"][REAL_SPLIT][task]
             valid = entry["splits"][FIT_SPLIT][task]
