@@ -84,3 +84,26 @@ def test_the_anchors_follow_github():
     assert "joint-decoding" in anchors(page)
     assert "λ1--02-early-in-training" in anchors(page)
     assert "the-cpu-kernels-on-avx2" in anchors(ROOT / "docs" / "benchmarks.md")
+
+
+def test_readme_results_script_copies_the_reports_table(tmp_path):
+    """scripts/readme_results.py: --check fails while the README's table differs from the
+    report's, the rewrite copies the report's table and nothing else, and --check then passes."""
+    import subprocess
+    import sys
+
+    report = tmp_path / "report.md"
+    report.write_text("# r\n\n## F1 per split\n\ntext\n\n| a | b |\n|---|---|\n| 1 | **2** |\n| 3 | 4 |\n\n## Next\n"
+                      "| x |\n|---|\n| y |\n", encoding="utf-8")
+    readme = tmp_path / "README.md"
+    readme.write_text("# p\n\n## Results\n\nintro\n\n| a | b |\n|---|---|\n| 1 | 9 |\n\nafter\n", encoding="utf-8")
+    script = [sys.executable, str(ROOT / "scripts/readme_results.py"), "--report", str(report), "--readme", str(readme)]
+    proc = subprocess.run([*script, "--check"], capture_output=True, text=True)
+    assert proc.returncode == 1 and "differs" in proc.stderr
+    assert subprocess.run(script, capture_output=True, text=True).returncode == 0
+    assert readme.read_text(encoding="utf-8") == ("# p\n\n## Results\n\nintro\n\n| a | b |\n|---|---|\n| 1 | **2** |\n"
+                                                  "| 3 | 4 |\n\nafter\n")
+    assert subprocess.run([*script, "--check"], capture_output=True, text=True).returncode == 0
+    proc = subprocess.run([*script[:2], "--report", str(tmp_path / "none.md"), "--readme", str(readme)],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and "none.md: not found" in proc.stderr
