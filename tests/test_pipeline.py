@@ -110,7 +110,7 @@ def test_metrics_show_only_headline_figures(project):
     # every key path names its model, so no two files share a column and none needs its file's
     # name in front (the first dvc.yaml showed about 450 figures; 360 before this layout)
     columns = [leaves(d) for d in data.values()]
-    assert sum(columns) == 13 + 3 + 4 * (1 + 3 + 2 + 1) + 5, columns  # prepare: 10 splits + 3
+    assert sum(columns) == 14 + 3 + 4 * (1 + 3 + 2 + 1) + 5, columns  # prepare: 11 splits + 3
 
 
 def test_status_clean_after_repro(project):

@@ -366,4 +366,4 @@ def test_route_weight_adds_the_specialist_heads_cross_entropy():
         optimizer.step()
     _, after, _ = policy.logits(hidden, width, allowed_options(policy.options, torch.tensor(
         [views[t].num_columns for t in rows]), None))
-    assert float(F.cross_entropy(after[want >= 0], want[want >= 0])) < float(hand.detach())
+    assert float(F.cross_entropy(after[want >= 0], want[want >= 0]).detach()) < float(hand.detach())
