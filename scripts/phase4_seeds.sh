@@ -21,8 +21,9 @@ if [ "${1:-}" != "--show" ]; then
         done
     done
     dvc queue start -j 1
-    while dvc queue status | grep -qE "Queued|Running"; do sleep 30; done
+    # (grep reads the whole status: with pipefail, `grep -q` closing the pipe early ends the loop)
+    while dvc queue status 2>/dev/null | grep -E "Queued|Running" >/dev/null; do sleep 30; done
     dvc queue status
 fi
 # the Phase 4 figures and the two params that vary, one row per experiment
-dvc exp show --no-pager --md --only-changed --drop '^(Created|State|Executor)$|results/(prepare|baselines|phase1|phase2|phase3|calibrate)/'
+dvc exp show --no-pager --md --keep 'Experiment|swarm|phase4.seed|phase4.step_cost' --drop '.'

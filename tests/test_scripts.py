@@ -1,0 +1,49 @@
+"""The study scripts under scripts/: what they compute, on hand-made inputs."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from conftest import ROOT
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def scores(never: float, learned: float, always: float, share: float = 0.5) -> dict:
+    """A Phase 4 scores.json with the same micro-F1 on every split and task of each policy."""
+    study = load_script("phase4_study")
+
+    def policy(f1: float) -> dict:
+        out = {task: {split: {"micro_f1": f1} for split in study.SPLITS} for task in ("cta", "cpa")}
+        out["mix"] = {"f1_per_critical_step": {"cta": f1 / 8, "cpa": f1 / 8}}
+        out["spawn"] = {split: {"spawn_share": share} for split in study.SPLITS}
+        return out
+
+    return {"never": policy(never), "learned": policy(learned), "always": policy(always)}
+
+
+def test_phase4_study_tables_give_means_and_ranges_per_price():
+    study = load_script("phase4_study")
+    runs = {(0, "0.03"): scores(90.0, 91.0, 89.0), (1, "0.03"): scores(90.0, 90.5, 89.5, share=0.3),
+            (2, "0.03"): scores(90.0, 89.5, 90.0), (0, "0.06"): scores(90.0, 90.2, 89.0)}
+    text = study.tables(runs)
+    assert "### step_cost 0.03: seeds [0, 1, 2]" in text and "### step_cost 0.06: seeds [0]" in text
+    assert text.index("step_cost 0.03") < text.index("step_cost 0.06")
+    row = next(line for line in text.splitlines() if line.startswith("| CTA wide |"))
+    # learned 91.0 / 90.5 / 89.5 against never 90: +1.0, +0.5, −0.5; against always 89.0 / 89.5 / 90.0
+    assert row == "| CTA wide | 90.00 | 90.33 (89.50–91.00) | 89.50 | +0.33 [-0.50, +1.00] | +0.83 [-0.50, +2.00] |"
+    pooled = next(line for line in text.splitlines() if line.startswith("| CPA F1 per critical step"))
+    assert "| 11.250 | 11.292 (11.188–11.375) |" in pooled
+    assert "real 0.43" in text  # spawn share: mean of 0.5, 0.3, 0.5
+
+
+def test_phase4_study_reads_only_experiments_named_by_seed_and_cost():
+    study = load_script("phase4_study")
+    assert study.NAME.match("p4-s2-c0.015").groups() == ("2", "0.015")
+    for name in ("p4-s2", "exp-1234", "p4-sx-c0.03"):
+        assert study.NAME.match(name) is None
