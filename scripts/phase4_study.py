@@ -29,11 +29,12 @@ SPLITS = ("test", "corner_cases", "missing_values", "format_heterogeneity", "rea
 NAME = re.compile(r"^p4-s(\d+)-c([0-9.]+)$")
 
 
-def experiments() -> dict[str, str]:
-    """name → revision of every experiment named p4-s<seed>-c<cost> (`dvc exp list`)."""
+def experiments() -> list[str]:
+    """The names of the experiments named p4-s<seed>-c<cost> (`dvc exp list`); a name is also
+    the revision `dvc.api.read` takes."""
     out = subprocess.run(["dvc", "exp", "list", "--all-commits", "--name-only"], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout.split()
-    return {name: name for name in out if NAME.match(name)}
+    return [name for name in out if NAME.match(name)]
 
 
 def read_scores(rev: str | None) -> dict:
@@ -88,9 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))["phase4"]
     runs = {(int(params["seed"]), str(params["step_cost"])): read_scores(None)}
-    for name, rev in experiments().items():
+    for name in experiments():
         seed, cost = NAME.match(name).groups()
-        runs[(int(seed), cost)] = read_scores(rev)
+        runs[(int(seed), cost)] = read_scores(name)
     text = tables(runs)
     print(text)
     if args.markdown:
