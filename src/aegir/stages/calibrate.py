@@ -193,9 +193,8 @@ class StoredTargets:
 
         from aegir.config import PrepareConfig, build
         from aegir.eval.grouped import ALL_LABELS, top
-        from aegir.eval.predict import TablePrediction
         from aegir.eval.reads import stored_predictions
-        from aegir.swarm.swarm import dense_log, load_swarm, phase3_readings
+        from aegir.swarm.swarm import dense_log, load_swarm, phase3_readings, prediction_of_probs
 
         swarm, config = load_swarm(checkpoint)  # checks its Phase 3 orchestrator and sub-agents
         recorded = config.get("params", {})
@@ -227,10 +226,8 @@ class StoredTargets:
                                          dist[task].shape[-1]).exp() for task in TASKS}
                 if all(torch.equal(alone[task], dist[task]) for task in TASKS):
                     prediction = reading  # nothing spawned: the orchestrator's reading (Swarm._decode)
-                else:  # the merged distributions, every label best first (aegir.swarm.swarm.prediction_of)
-                    (cta_p, cta_i), (cpa_p, cpa_i) = (dist[task].sort(-1, descending=True) for task in TASKS)
-                    prediction = TablePrediction(reading.table_id, cta_i.numpy(), cta_p.numpy(), cpa_i.numpy(),
-                                                 cpa_p.numpy())
+                else:  # the merged distributions, every label best first
+                    prediction = prediction_of_probs(dist["cta"], dist["cpa"], reading.table_id)
                 predictions.append(top(swarm.decoded(prediction), ALL_LABELS))
             out[split] = scored_targets(examples, predictions, self.sizes)
         return out, "other reads"

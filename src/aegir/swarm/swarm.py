@@ -90,8 +90,13 @@ def dense_log(ids: np.ndarray, probs: np.ndarray, width: int) -> torch.Tensor:
 
 def prediction_of(cta_logp: torch.Tensor, cpa_logp: torch.Tensor, table_id: str) -> TablePrediction:
     """A table's prediction with every label, best first, from its (C, n) log-probabilities."""
-    cta_p, cta_i = cta_logp.exp().sort(-1, descending=True)
-    cpa_p, cpa_i = cpa_logp.exp().sort(-1, descending=True)
+    return prediction_of_probs(cta_logp.exp(), cpa_logp.exp(), table_id)
+
+
+def prediction_of_probs(cta_probs: torch.Tensor, cpa_probs: torch.Tensor, table_id: str) -> TablePrediction:
+    """A table's prediction with every label, best first, from its (C, n) probabilities."""
+    cta_p, cta_i = cta_probs.sort(-1, descending=True)
+    cpa_p, cpa_i = cpa_probs.sort(-1, descending=True)
     return TablePrediction(table_id, cta_i.numpy(), cta_p.numpy(), cpa_i.numpy(), cpa_p.numpy())
 
 
