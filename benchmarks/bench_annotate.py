@@ -46,14 +46,14 @@ from aegir.eval.joint import CONFIG_KEY as JOINT_CONFIG_KEY
 from aegir.eval.joint import label_repeats
 from aegir.inference import CheckpointAnnotator
 from aegir.labels import cta_vocab, label_counts
-from aegir.model.aegir import AegirModel
 from aegir.model.checkpoint import save_checkpoint
+from aegir.model.network import AegirModel
+from aegir.orchestrator.checkpoint import save_orchestrator
+from aegir.orchestrator.model import build_orchestrator
 from aegir.stages.phase1 import model_config
-from aegir.swarm.checkpoint import save_orchestrator
-from aegir.swarm.orchestrator import build_orchestrator
+from aegir.swarm.model import Swarm, save_swarm
 from aegir.swarm.policy import SpawnPolicy, spawn_options
 from aegir.swarm.spawn import SwarmMerge, family_of_labels
-from aegir.swarm.swarm import Swarm, save_swarm
 
 KINDS = {"phase1": "phase1/primary", "phase3": "phase3", "phase4": "phase4"}
 

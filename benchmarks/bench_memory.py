@@ -41,7 +41,7 @@ def worker(mode: str, preset: str, steps: int, batch_size: int, data: Path) -> d
     from bench_phase1 import batch_of
 
     from aegir.config import load_params
-    from aegir.model.aegir import AegirModel
+    from aegir.model.network import AegirModel
     from aegir.stages.phase1 import make_optimizer, model_config
     from aegir.train.step import OneThreadWorkers, ShardedStep
 

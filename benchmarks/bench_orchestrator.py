@@ -27,10 +27,10 @@ import torch
 from aegir.config import SyntheticConfig, load_params
 from aegir.data.dataset import collate, examples_from_tables, load_examples
 from aegir.data.synth import generate_split
-from aegir.model.aegir import AegirModel
+from aegir.model.network import AegirModel
+from aegir.orchestrator.critical import critical_steps, orchestrator_stages, total_steps
+from aegir.orchestrator.model import build_orchestrator, fused_state_one_at_a_time
 from aegir.stages.phase1 import model_config
-from aegir.swarm.critical import critical_steps, orchestrator_stages, total_steps
-from aegir.swarm.orchestrator import build_orchestrator, fused_state_one_at_a_time
 
 
 def tables(data: Path, batch_size: int):

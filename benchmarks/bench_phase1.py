@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
         torch.manual_seed(0)
         return code.AegirModel(code.preset(args.preset, **overrides))
 
-    import aegir.model.aegir as current
+    import aegir.model.network as current
     before, before_1, after, after_1 = model(baseline), model(baseline), model(current), model(current)
     after_whole = model(current)
     workers = OneThreadWorkers(threads)

@@ -25,8 +25,8 @@ import torch
 
 from aegir.config import PrepareConfig, SyntheticConfig
 from aegir.data.synth import generate_wide
-from aegir.model.aegir import AegirModel, preset
 from aegir.model.checkpoint import load_checkpoint
+from aegir.model.network import AegirModel, preset
 from aegir.swarm.spawn import (
     label_steps,
     read_subtasks,

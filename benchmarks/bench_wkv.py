@@ -20,10 +20,10 @@ import time
 
 import torch
 import torch.nn.functional as F
+from bench_phase1 import vector_isa
 
 from aegir.model.chunking import EMA_PROB_EPS, ema_parallel
 from aegir.model.ops import wkv_chunked, wkv_cpu, wkv_naive, wkv_sequential
-from bench_phase1 import vector_isa
 
 
 def make_inputs(B: int, T: int, H: int, K: int) -> list[torch.Tensor]:

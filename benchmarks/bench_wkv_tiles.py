@@ -38,8 +38,8 @@ from pathlib import Path
 
 import torch
 
-from aegir.model.aegir import AegirModel, preset
 from aegir.model.checkpoint import load_checkpoint
+from aegir.model.network import AegirModel, preset
 from aegir.model.ops import wkv as wkv_module
 from aegir.train.step import OneThreadWorkers, ShardedStep, whole_batch_step
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from aegir import atomic
 from aegir.config import load_params
-from aegir.errors import AegirError
 from aegir.data.dataset import load_examples
 from aegir.data.prepared import read_split, tables_from_arrow
+from aegir.errors import AegirError
 from aegir.eval.grouped import split_reads
 from aegir.eval.metrics import confusions
 from aegir.eval.predict import gold_and_predicted, predict

@@ -21,13 +21,13 @@ import torch
 import yaml
 from accelerate import Accelerator
 from accelerate.utils import gather_object
+from conftest import ROOT, TINY_PARAMS_OVERRIDE, deep_update
+from test_swarm import open_gates, orchestrator
 
 from aegir.config import SyntheticConfig, parse_params
 from aegir.data.dataset import examples_from_tables
 from aegir.data.synth import generate_table
 from aegir.stages.phase3 import train_run
-from conftest import ROOT, TINY_PARAMS_OVERRIDE, deep_update
-from test_swarm import open_gates, orchestrator
 
 STEPS = 4
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_swarm import open_gates, orchestrator
 
 from aegir.annotate import Failure, annotate_files, column_rows, find_tables, rows_bytes
 from aegir.config import PrepareConfig
@@ -17,11 +18,10 @@ from aegir.data.user_tables import read_user_table
 from aegir.inference import CheckpointAnnotator
 from aegir.labels import cta_vocab
 from aegir.model.checkpoint import save_checkpoint
-from aegir.swarm.checkpoint import save_orchestrator
+from aegir.orchestrator.checkpoint import save_orchestrator
+from aegir.swarm.model import Swarm, save_swarm
 from aegir.swarm.policy import SpawnPolicy, spawn_options
 from aegir.swarm.spawn import SwarmMerge, family_of_labels
-from aegir.swarm.swarm import Swarm, save_swarm
-from test_swarm import open_gates, orchestrator
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import TINY_PARAMS_OVERRIDE
 
 from aegir.config import parse_params
 from aegir.errors import AegirError
 from aegir.stages.baselines import run
 from aegir.stages.prepare import run as prepare_run
-from conftest import TINY_PARAMS_OVERRIDE
 
 
 @pytest.fixture(scope="module")

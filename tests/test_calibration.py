@@ -15,20 +15,30 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
+from conftest import TINY_PARAMS_OVERRIDE
 
 from aegir.cli import main
 from aegir.config import PrepareConfig, parse_params
-from aegir.eval.calibration import (Scored, coverage_curve, expected_calibration_error, fit_temperature,
-                                    for_accuracy, most_accurate, nll, reliability, temper, temper_prediction,
-                                    temperatures_for)
+from aegir.eval.calibration import (
+    Scored,
+    coverage_curve,
+    expected_calibration_error,
+    fit_temperature,
+    for_accuracy,
+    most_accurate,
+    nll,
+    reliability,
+    temper,
+    temper_prediction,
+    temperatures_for,
+)
 from aegir.eval.joint import label_repeats
 from aegir.eval.predict import TablePrediction
 from aegir.labels import label_counts
-from aegir.model.aegir import AegirModel, preset
 from aegir.model.checkpoint import checkpoint_fingerprint, save_checkpoint
+from aegir.model.network import AegirModel, preset
 from aegir.stages import calibrate as stage
 from aegir.stages.prepare import run as prepare_run
-from conftest import TINY_PARAMS_OVERRIDE
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -286,6 +296,8 @@ def stored(tiny) -> dict:
     re-scoring computes (the same forward on the same batches): what the stages store, up to
     the float rounding of their batches."""
     import pyarrow.parquet as pq
+    from test_swarm import open_gates
+    from test_swarm import tiny as trained_tiny
 
     from aegir.data.dataset import load_examples
     from aegir.data.prepared import read_split, split_path, tables_from_arrow
@@ -293,12 +305,11 @@ def stored(tiny) -> dict:
     from aegir.eval.predict import predict
     from aegir.inference import load_for_inference
     from aegir.labels import cta_vocab
-    from aegir.swarm.checkpoint import save_orchestrator
-    from aegir.swarm.orchestrator import build_orchestrator
+    from aegir.orchestrator.checkpoint import save_orchestrator
+    from aegir.orchestrator.model import build_orchestrator
+    from aegir.swarm.model import Swarm, load_swarm, save_swarm
     from aegir.swarm.policy import SpawnPolicy, spawn_options
     from aegir.swarm.spawn import SwarmMerge, family_of_labels
-    from aegir.swarm.swarm import Swarm, load_swarm, save_swarm
-    from test_swarm import open_gates, tiny as trained_tiny
 
     root, data = tiny["root"] / "stored", tiny["root"] / "prepared4"
     data.mkdir()

@@ -6,10 +6,15 @@ import pytest
 import torch
 
 from aegir.model.chunking import (
-    RoutingModule, chunk, chunk_stats, dechunk, ema_parallel, ema_sequential, ratio_loss,
+    RoutingModule,
+    chunk,
+    chunk_stats,
+    dechunk,
+    ema_parallel,
+    ema_sequential,
+    ratio_loss,
     straight_through_ones,
 )
-
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

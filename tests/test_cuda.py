@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from aegir.data.dataset import collate, make_example
-from aegir.model.aegir import AegirModel, preset
+from aegir.model.network import AegirModel, preset
 from aegir.model.ops import wkv_chunked, wkv_naive
 from aegir.model.rwkv import LayerState
 from aegir.train.step import whole_batch_step

@@ -8,10 +8,21 @@ from __future__ import annotations
 
 import torch
 
+from aegir.orchestrator.router import SpecialistRouter
 from aegir.rl.checks import routing_patterns
-from aegir.rl.rewards import annotated_columns, balance_term, r_finish, r_parallel, r_perf
-from aegir.stages.phase2 import BatchAnnotations, all_routings, routed_argmax, routing_index
-from aegir.swarm.router import SpecialistRouter
+from aegir.rl.rewards import (
+    annotated_columns,
+    balance_term,
+    r_finish,
+    r_parallel,
+    r_perf,
+)
+from aegir.stages.phase2 import (
+    BatchAnnotations,
+    all_routings,
+    routed_argmax,
+    routing_index,
+)
 
 META = torch.device("meta")
 

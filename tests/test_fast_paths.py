@@ -10,13 +10,19 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
-
-from aegir.model.aegir import AegirModel, preset
-from aegir.model.ops.wkv import _unit_lower_inverse
-from aegir.model.rwkv import RWKVStack, TimeMix, decay, decay_reference, head_group_norm, squared_relu
-from aegir.train.step import whole_batch_step
-
 from test_step import synthetic_batch
+
+from aegir.model.network import AegirModel, preset
+from aegir.model.ops.wkv import _unit_lower_inverse
+from aegir.model.rwkv import (
+    RWKVStack,
+    TimeMix,
+    decay,
+    decay_reference,
+    head_group_norm,
+    squared_relu,
+)
+from aegir.train.step import whole_batch_step
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -7,17 +7,24 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_swarm import tiny
 
 from aegir.config import PrepareConfig, SyntheticConfig, parse_params
 from aegir.data.dataset import examples_from_tables
 from aegir.data.synth import generate_split, generate_wide
 from aegir.errors import ConfigError, DataError
-from aegir.eval.grouped import ALL_LABELS, merge_predictions, predict_tables, read_groups, row_view, table_reads
+from aegir.eval.grouped import (
+    ALL_LABELS,
+    merge_predictions,
+    predict_tables,
+    read_groups,
+    row_view,
+    table_reads,
+)
 from aegir.eval.predict import TablePrediction, predict
 from aegir.inference import Annotator, _reading_of
 from aegir.labels import cpa_vocab, cta_vocab
-from aegir.swarm.orchestrator import build_orchestrator
-from test_swarm import tiny
+from aegir.orchestrator.model import build_orchestrator
 
 PREPARE = PrepareConfig(byte_budget=256, max_rows=6)
 WHERE = Path("tests")

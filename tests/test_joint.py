@@ -9,8 +9,16 @@ import pytest
 from aegir.config import ConfigError, ReadingConfig, build
 from aegir.data.batch import IGNORE_INDEX
 from aegir.eval.grouped import TableReads, predict_tables
-from aegir.eval.joint import (LabelRepeats, decode_labels, decode_labels_exhaustive, decode_table, label_repeats,
-                              objective, repeats_of, table_decoder)
+from aegir.eval.joint import (
+    LabelRepeats,
+    decode_labels,
+    decode_labels_exhaustive,
+    decode_table,
+    label_repeats,
+    objective,
+    repeats_of,
+    table_decoder,
+)
 from aegir.eval.predict import TablePrediction
 
 

@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from aegir.data.dataset import collate, make_example
-from aegir.model.aegir import AegirModel, preset
 from aegir.model.chunking import ema_parallel, ema_sequential
+from aegir.model.network import AegirModel, preset
 from aegir.model.ops import wkv_chunked, wkv_naive
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

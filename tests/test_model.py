@@ -9,10 +9,9 @@ import torch
 
 from aegir.data.batch import IGNORE_INDEX, Batch
 from aegir.data.serialize import BOS_ID, BYTE_VOCAB_SIZE, CELL_SEP, COLUMN_SEP, PAD_ID
-from aegir.model.aegir import PRESETS, AegirModel, preset
 from aegir.model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from aegir.model.network import PRESETS, AegirModel, preset
 from aegir.model.rwkv import LayerState
-
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -338,9 +337,10 @@ def test_checkpoint_errors_name_the_path(tmp_path):
 
 
 def test_code_presets_mirror_params_yaml():
-    """aegir.model.aegir.PRESETS and params.yaml's `presets` describe the same models."""
-    import yaml
+    """aegir.model.network.PRESETS and params.yaml's `presets` describe the same models."""
     from pathlib import Path
+
+    import yaml
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     for name, fields in PRESETS.items():
         assert params["presets"][name] == fields, name

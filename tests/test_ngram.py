@@ -7,12 +7,18 @@ import json
 
 import pytest
 import torch
+from test_model import TABLES, make_batch
 
 from aegir.errors import ConfigError
-from aegir.model.aegir import AegirModel, preset
 from aegir.model.checkpoint import load_checkpoint, save_checkpoint
-from aegir.model.ngram import BASE, HashedNgramEmbedding, ngram_buckets, ngram_buckets_reference, ngram_keys
-from test_model import TABLES, make_batch
+from aegir.model.network import AegirModel, preset
+from aegir.model.ngram import (
+    BASE,
+    HashedNgramEmbedding,
+    ngram_buckets,
+    ngram_buckets_reference,
+    ngram_keys,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

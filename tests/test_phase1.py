@@ -12,10 +12,17 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from conftest import (
+    BIN,
+    ROOT,
+    TINY_PARAMS_OVERRIDE,
+    deep_update,
+    kill_at_saved_step,
+    tool_env,
+)
 from safetensors.torch import load_file
 
 from aegir.eval.reads import READS_FILE
-from conftest import BIN, ROOT, TINY_PARAMS_OVERRIDE, deep_update, kill_at_saved_step, tool_env
 
 pytestmark = pytest.mark.e2e
 
@@ -256,9 +263,9 @@ def test_two_processes_agree_with_one(tiny_setup):
         assert abs(float(two_loss) - float(one_loss)) <= LOSS_RTOL * abs(float(one_loss)), (one_loss, two_loss)
     one = load_file(str(tiny_setup / "a/model/model.safetensors"))
     two = load_file(str(tiny_setup / "two/model/model.safetensors"))
-    from aegir.model.aegir import AegirModel
-    from aegir.stages.phase1 import model_config
     from aegir.config import load_params
+    from aegir.model.network import AegirModel
+    from aegir.stages.phase1 import model_config
 
     torch.manual_seed(0)
     init = AegirModel(model_config(load_params(tiny_setup / "params.yaml"), "tiny")).state_dict()

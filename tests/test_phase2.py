@@ -24,11 +24,11 @@ from aegir.data.dataset import load_examples
 from aegir.data.table import Table
 from aegir.errors import AegirError, ConfigError
 from aegir.labels import cpa_vocab, cta_vocab
-from aegir.model.aegir import PRESETS, AegirModel, preset
 from aegir.model.checkpoint import save_checkpoint
+from aegir.model.network import PRESETS, AegirModel, preset
+from aegir.orchestrator import ensemble
 from aegir.rl import checks
 from aegir.stages import phase2
-from aegir.swarm import ensemble
 from aegir.stages.prepare import tables_to_arrow, write_parquet
 
 PHASE2 = {"batches": 2, "batch_size": 4, "rollouts": 8, "ascent_steps": 12, "ascent_lr": 0.2,

@@ -13,11 +13,18 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from conftest import (
+    BIN,
+    ROOT,
+    TINY_PARAMS_OVERRIDE,
+    deep_update,
+    kill_at_saved_step,
+    tool_env,
+)
 
 from aegir.config import load_params
 from aegir.eval.reads import READS_FILE
 from aegir.rl.rewards import LambdaSchedule
-from conftest import BIN, ROOT, TINY_PARAMS_OVERRIDE, deep_update, kill_at_saved_step, tool_env
 
 pytestmark = pytest.mark.e2e
 
@@ -356,17 +363,17 @@ def test_annotate_and_evaluate_with_the_swarm_checkpoint(tiny_phase1):
 def test_phase4_trains_on_policy_train_and_the_wide_train_split(tiny_phase1):
     """Phase 4's training tables: the first of `policy_train`, then the first of `wide_train`
     (never an evaluation split, and never a table a model of Phases 1–3 read)."""
-    from aegir.config import load_params
-    from aegir.labels import cta_vocab
-    from aegir.data.dataset import examples_from_arrow
-    from aegir.data.prepared import read_split, split_path
-    from aegir.stages.phase4 import load_training
-    from aegir.swarm.checkpoint import load_orchestrator
-    from aegir.swarm.spawn import family_of_labels
-    from aegir.swarm.specialist import load_agents
     import torch
 
-    from aegir.swarm.swarm import Phase3Reading, phase3_readings
+    from aegir.config import load_params
+    from aegir.data.dataset import examples_from_arrow
+    from aegir.data.prepared import read_split, split_path
+    from aegir.labels import cta_vocab
+    from aegir.orchestrator.checkpoint import load_orchestrator
+    from aegir.orchestrator.specialist import load_agents
+    from aegir.stages.phase4 import load_training
+    from aegir.swarm.model import Phase3Reading, phase3_readings
+    from aegir.swarm.spawn import family_of_labels
 
     if not (tiny_phase1 / "a/model/model.safetensors").exists():
         run_module(tiny_phase1, *phase3_args("a"))

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from aegir.rl.parl import PARLSettings, collect_rollouts, rescore, token_loss
-from aegir.rl.ppo import clipped_token_loss, clipped_token_loss_reference, deterministic_kernels, group_advantages
-from aegir.rl.rewards import RewardConfig
 from test_model import make_batch
 from test_swarm import MORE_TABLES, open_gates, orchestrator
+
+from aegir.rl.parl import PARLSettings, collect_rollouts, rescore, token_loss
+from aegir.rl.ppo import (
+    clipped_token_loss,
+    clipped_token_loss_reference,
+    deterministic_kernels,
+    group_advantages,
+)
+from aegir.rl.rewards import RewardConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -163,7 +168,7 @@ def test_rollouts_rewards_tokens_and_credit():
 def test_phase3_ce_takes_the_label_smoothing_and_the_rl_tokens_do_not():
     from dataclasses import replace
 
-    from aegir.swarm.orchestrator import repeat_batch
+    from aegir.orchestrator.model import repeat_batch
 
     orch, _ = orchestrator()
     open_gates(orch, seed=1)
@@ -183,8 +188,9 @@ def test_phase3_ce_takes_the_label_smoothing_and_the_rl_tokens_do_not():
 
 
 def test_control_without_specialists_has_no_routing():
-    from aegir.swarm.orchestrator import build_orchestrator
     from test_swarm import tiny
+
+    from aegir.orchestrator.model import build_orchestrator
 
     control = build_orchestrator(tiny(0), {})
     batch = make_batch(MORE_TABLES, **LABELLED)
@@ -196,8 +202,8 @@ def test_control_without_specialists_has_no_routing():
 
 
 def test_distinct_routings_forward_equals_k_separate_copies():
+    from aegir.orchestrator.model import repeat_batch, select_encoded
     from aegir.rl.parl import policy_forward
-    from aegir.swarm.orchestrator import repeat_batch, select_encoded
 
     orch, _ = orchestrator()
     open_gates(orch, seed=2)

@@ -9,8 +9,14 @@ import sys
 
 import pytest
 import yaml
-
-from conftest import ROOT, TINY_PARAMS_OVERRIDE, deep_update, good_table, sotab_dir, tool_env
+from conftest import (
+    ROOT,
+    TINY_PARAMS_OVERRIDE,
+    deep_update,
+    good_table,
+    sotab_dir,
+    tool_env,
+)
 
 
 def run_prepare(tmp_path, data_root):

@@ -15,22 +15,37 @@ import pytest
 import torch
 import yaml
 from click.testing import CliRunner
+from conftest import (
+    BIN,
+    ROOT,
+    TINY_PARAMS_OVERRIDE,
+    deep_update,
+    good_table,
+    sotab_dir,
+    tool_env,
+)
 
 from aegir.cli import main
 from aegir.config import EVAL_SPLITS, PrepareConfig, parse_params
 from aegir.data.prepared import read_split, split_path
-from aegir.data.real import (COLUMNS_FILE, LAYOUTS_FILE, build_real_tables, load_mapping, mapping_dir, summary,
-                             write_sotab_dir)
+from aegir.data.real import (
+    COLUMNS_FILE,
+    LAYOUTS_FILE,
+    build_real_tables,
+    load_mapping,
+    mapping_dir,
+    summary,
+    write_sotab_dir,
+)
 from aegir.data.real.sources import chunk_rows
-from aegir.data.tables import read_sotab
+from aegir.data.sotab import read_sotab
 from aegir.errors import DataError
 from aegir.labels import cpa_vocab, cta_vocab
-from aegir.model.aegir import AegirModel, preset
 from aegir.model.checkpoint import save_checkpoint
+from aegir.model.network import AegirModel, preset
 from aegir.stages import baselines, phase1
 from aegir.stages.prepare import run as prepare_run
 from aegir.stages.prepare import write_parquet
-from conftest import BIN, ROOT, TINY_PARAMS_OVERRIDE, deep_update, good_table, sotab_dir, tool_env
 
 
 @pytest.fixture(scope="module")

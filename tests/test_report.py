@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from aegir.eval.report import collect, report_markdown, scaling_series
 from aegir.stages.report import main
-from conftest import ROOT
 
 SPLITS = ("valid", "test", "corner_cases", "missing_values", "format_heterogeneity", "real")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

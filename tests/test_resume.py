@@ -10,7 +10,14 @@ import warnings
 import pytest
 import torch
 
-from aegir.train.resume import STATE_JSON, STATE_TENSORS, TrainingProgress, load_state, restore_snapshot, save_state
+from aegir.train.resume import (
+    STATE_JSON,
+    STATE_TENSORS,
+    TrainingProgress,
+    load_state,
+    restore_snapshot,
+    save_state,
+)
 
 
 def model_and_optimizer(seed: int):

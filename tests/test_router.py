@@ -5,9 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 
+from aegir.orchestrator.router import SpecialistRouter
 from aegir.rl import checks
-from aegir.rl.rewards import annotated_columns, combine, r_finish, r_parallel, r_perf, reinforce_loss
-from aegir.swarm.router import SpecialistRouter
+from aegir.rl.rewards import (
+    annotated_columns,
+    combine,
+    r_finish,
+    r_parallel,
+    r_perf,
+    reinforce_loss,
+)
 
 B, D, S = 32, 16, 4
 

@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_swarm import tiny
 
 from aegir.config import SWARM_TRAIN_SPLIT, PrepareConfig, RewardConfig, SyntheticConfig
 from aegir.data.synth import WIDE_SPLIT, generate_split, generate_wide
 from aegir.data.table import Table
-from aegir.labels import cta_vocab
 from aegir.errors import ConfigError
+from aegir.labels import cta_vocab
 from aegir.rl.rewards import combine
-from aegir.rl.swarm import (StepCounter, SwarmSettings, TableView, collect, decision_keys, specialist_targets,
-                            swarm_logp, update_loss)
+from aegir.rl.swarm_update import (
+    StepCounter,
+    SwarmSettings,
+    collect,
+    specialist_targets,
+    update_loss,
+)
 from aegir.swarm.policy import SpawnPolicy, allowed_options, spawn_options
 from aegir.swarm.spawn import (
     SubagentCache,
@@ -29,7 +35,7 @@ from aegir.swarm.spawn import (
     swarm_steps,
     wide_subtasks,
 )
-from test_swarm import tiny
+from aegir.swarm.views import TableView, decision_keys, swarm_logp
 
 WIDE = SyntheticConfig(wide_tables=6, wide_min_columns=12, wide_max_columns=20, min_rows=3, max_rows=6)
 PREPARE = PrepareConfig(byte_budget=256, max_rows=6)
@@ -68,7 +74,15 @@ def test_wide_train_split_holds_other_tables_of_the_same_kind():
 def test_wide_split_is_never_trained_on():
     """`wide` is evaluation-only: not a source split, in EVAL_SPLITS, and prepare's train split
     holds none of its tables."""
-    from aegir.config import EVAL_ONLY_SPLITS, EVAL_SPLITS, PREPARED_SPLITS, SOURCE_SPLITS, SPLITS, TRAIN_SPLIT, parse_params
+    from aegir.config import (
+        EVAL_ONLY_SPLITS,
+        EVAL_SPLITS,
+        PREPARED_SPLITS,
+        SOURCE_SPLITS,
+        SPLITS,
+        TRAIN_SPLIT,
+        parse_params,
+    )
     from aegir.stages.prepare import prepare_splits
 
     assert WIDE_SPLIT in EVAL_ONLY_SPLITS and WIDE_SPLIT in EVAL_SPLITS and WIDE_SPLIT not in SOURCE_SPLITS
@@ -86,7 +100,13 @@ def test_wide_split_is_never_trained_on():
 def test_policy_train_split_holds_ordinary_tables_nobody_else_reads():
     """Phase 4's `policy_train`: ordinary tables (the `train` kind), deterministic, none of
     them a table of `train` or `specialist_train`; empty unless asked for."""
-    from aegir.config import POLICY_TRAIN_SPLIT, SPECIALIST_TRAIN_SPLIT, SPLITS, TRAIN_SPLIT, parse_params
+    from aegir.config import (
+        POLICY_TRAIN_SPLIT,
+        SPECIALIST_TRAIN_SPLIT,
+        SPLITS,
+        TRAIN_SPLIT,
+        parse_params,
+    )
     from aegir.stages.prepare import prepare_splits
 
     assert POLICY_TRAIN_SPLIT not in SPLITS
@@ -217,7 +237,7 @@ def test_deep_search_takes_more_critical_steps_than_wide_search():
     """Hand-made case: a 4-column table, cpu-like primary (1 encoder + 2 main + 1 decoder + 1
     context), sub-agents of 5 steps. Wide search's sub-agents run beside the primary's rest;
     deep search's round waits for the merge."""
-    from aegir.model.aegir import preset
+    from aegir.model.network import preset
 
     primary = preset("cpu")
     serial, serial_total = swarm_steps(primary, (), 5, wide=0, deep=0)
@@ -232,7 +252,7 @@ def test_deep_search_takes_more_critical_steps_than_wide_search():
 def test_step_counter_charges_the_critical_steps_a_decision_adds():
     """Over never spawning: wide search adds a step only where no Phase 3 specialist's read
     already holds the primary back; deep search adds its round after the merge."""
-    from aegir.model.aegir import preset
+    from aegir.model.network import preset
 
     primary = preset("cpu")
     counter = StepCounter(primary, (5, 7))
@@ -247,7 +267,7 @@ def test_step_counter_charges_the_critical_steps_a_decision_adds():
 
 
 def test_step_cost_lowers_the_reward_by_the_added_critical_steps():
-    from aegir.model.aegir import preset
+    from aegir.model.network import preset
 
     tables = generate_wide(WIDE)[:4]
     names = ["a", "b"]

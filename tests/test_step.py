@@ -15,9 +15,15 @@ from aegir.config import SyntheticConfig
 from aegir.data.batch import Batch
 from aegir.data.dataset import collate, examples_from_tables
 from aegir.data.synth import generate_table
-from aegir.model.aegir import AegirModel, preset
 from aegir.eval.predict import predict
-from aegir.train.step import OneThreadWorkers, ShardedStep, shard_rows, trimmed, whole_batch_step
+from aegir.model.network import AegirModel, preset
+from aegir.train.step import (
+    OneThreadWorkers,
+    ShardedStep,
+    shard_rows,
+    trimmed,
+    whole_batch_step,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -8,20 +8,29 @@ import json
 import numpy as np
 import pytest
 import torch
-
-from aegir.model.aegir import AegirModel, preset
-from aegir.model.checkpoint import CheckpointError, save_checkpoint
-from aegir.model.rwkv import LayerState
-from aegir.rl.rewards import budget_cap
-from aegir.swarm.checkpoint import is_orchestrator_checkpoint, load_orchestrator, save_orchestrator
-from aegir.swarm.critical import (
-    Stage, critical_steps, longest_path, orchestrator_stages, stage_graph, total_steps,
-)
-from aegir.swarm.fusion import RWKVStateFusion, state_survival
-from aegir.swarm.orchestrator import build_orchestrator, fused_state_one_at_a_time
-from aegir.swarm.router import RouterDecision, cap_decision
-from aegir.swarm.specialist import AlignmentProjection, FrozenSpecialist
 from test_model import TABLES, make_batch
+
+from aegir.model.checkpoint import CheckpointError, save_checkpoint
+from aegir.model.network import AegirModel, preset
+from aegir.model.rwkv import LayerState
+from aegir.orchestrator.checkpoint import (
+    is_orchestrator_checkpoint,
+    load_orchestrator,
+    save_orchestrator,
+)
+from aegir.orchestrator.critical import (
+    Stage,
+    critical_steps,
+    longest_path,
+    orchestrator_stages,
+    stage_graph,
+    total_steps,
+)
+from aegir.orchestrator.fusion import RWKVStateFusion, state_survival
+from aegir.orchestrator.model import build_orchestrator, fused_state_one_at_a_time
+from aegir.orchestrator.router import RouterDecision, cap_decision
+from aegir.orchestrator.specialist import AlignmentProjection, FrozenSpecialist
+from aegir.rl.rewards import budget_cap
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -329,7 +338,7 @@ def test_orchestrator_checkpoint_round_trip_and_bad_specialists(tmp_path):
 def test_ensemble_output_is_the_mean_softmax_of_the_activated():
     from dataclasses import replace
 
-    from aegir.swarm.ensemble import ensemble_output
+    from aegir.orchestrator.ensemble import ensemble_output
 
     primary = tiny(0)
     batch = make_batch(TABLES)
@@ -389,10 +398,15 @@ def test_phase3_scoring_from_stored_distributions_equals_running_the_models(tmp_
     from aegir.data.dataset import collate, eval_batches
     from aegir.eval.grouped import ALL_LABELS
     from aegir.eval.predict import table_predictions
-    from aegir.eval.reads import READS_FILE, StoredReads, dense_distributions, save_eval_reads
+    from aegir.eval.reads import (
+        READS_FILE,
+        StoredReads,
+        dense_distributions,
+        save_eval_reads,
+    )
+    from aegir.orchestrator.ensemble import ensemble_output
+    from aegir.orchestrator.model import OrchestratorOutput
     from aegir.stages.phase3 import predict_variants
-    from aegir.swarm.ensemble import ensemble_output
-    from aegir.swarm.orchestrator import OrchestratorOutput
 
     fused, control, primary, examples = scoring_models()
     ran = predict_variants(fused, control, primary, examples, batch_size=2, top_k=ALL_LABELS)

@@ -21,14 +21,17 @@ from aegir.data.synth import (
     context_pairs,
     coverage_report,
     emittable_labels,
+    formats,
     generate_benchmark,
     generate_split,
     generate_table,
     is_missing,
+    kinds,
     label_coverage,
+    latents,
     lookalike_pairs,
+    vocab,
 )
-from aegir.data.synth import formats, kinds, latents, vocab
 from aegir.data.synth.context import Row, make_context
 from aegir.data.synth.generator import natural_order
 from aegir.errors import ConfigError

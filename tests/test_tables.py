@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from aegir.data.tables import (
+from aegir.data.sotab import (
     SKIP_COLUMN_OUT_OF_RANGE,
     SKIP_MISSING_GROUND_TRUTH,
     SKIP_MISSING_TABLE,

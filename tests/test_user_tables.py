@@ -16,19 +16,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
+from conftest import ROOT, load_benchmark, tool_env
 
 from aegir.config import PrepareConfig
-from aegir.data.dataset import examples_from_tables
 from aegir.data import user_tables
+from aegir.data.dataset import examples_from_tables
 from aegir.data.table import SampledColumn
 from aegir.data.user_tables import open_table, read_user_table, table_kind
 from aegir.errors import DataError
-from aegir.model.aegir import AegirModel, preset
-from aegir.model.checkpoint import save_checkpoint
 from aegir.eval.grouped import read_groups, rows_read, table_reads
+from aegir.model.checkpoint import save_checkpoint
+from aegir.model.network import AegirModel, preset
+from aegir.swarm.model import Phase3Reading, Swarm
 from aegir.swarm.spawn import deep_subtasks, subtask_examples, wide_subtasks
-from aegir.swarm.swarm import Phase3Reading, Swarm
-from conftest import ROOT, load_benchmark, tool_env
 
 HEADER = ["hotel", "phone", "zip"]
 ROWS = [["Hotel Adlon", "+49 30 22610", "01234"], ["The Ritz", "+44 20 7493 8181", "W1J 9BR"],

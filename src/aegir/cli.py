@@ -104,8 +104,18 @@ def annotate(paths: tuple[str, ...], checkpoint: Path | None, out: Path | None, 
     any failed, 2 for a bad checkpoint or option. --out writes its file only when the run
     completes: never half-written.
     """
-    from aegir.annotate import (Failure, annotate_files, annotate_workers, checkpoint_temperatures, column_rows,
-                                default_checkpoint, find_tables, output_format, withhold, write_rows)
+    from aegir.annotate import (
+        Failure,
+        annotate_files,
+        annotate_workers,
+        checkpoint_temperatures,
+        column_rows,
+        default_checkpoint,
+        find_tables,
+        output_format,
+        withhold,
+        write_rows,
+    )
     from aegir.inference import CheckpointAnnotator, format_annotations
     from aegir.progress import progress
     from aegir.train.memory import retain_freed_memory

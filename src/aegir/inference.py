@@ -17,13 +17,21 @@ import torch
 from aegir.config import SOURCE_SPLITS, SPLITS, PrepareConfig, build
 from aegir.data.dataset import Example, examples_from_tables, load_examples
 from aegir.data.prepared import split_path
-from aegir.errors import PIPELINE_HINT, DataError, is_pipeline_output
 from aegir.data.table import SampledColumn, Table
+from aegir.errors import PIPELINE_HINT, DataError, is_pipeline_output
 from aegir.eval.calibration import temper_prediction
-from aegir.eval.grouped import (ALL_LABELS, TableReads, predict_tables, read_groups, rows_read, split_reads,
-                                table_reads, top)
-from aegir.eval.recorded import recorded_reading
+from aegir.eval.grouped import (
+    ALL_LABELS,
+    TableReads,
+    predict_tables,
+    read_groups,
+    rows_read,
+    split_reads,
+    table_reads,
+    top,
+)
 from aegir.eval.predict import TablePrediction, predict, score
+from aegir.eval.recorded import recorded_reading
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.checkpoint import load_checkpoint
 
@@ -59,7 +67,11 @@ class Annotator:
 
     def steps(self, activation) -> dict[str, int]:
         """Critical and total layer-steps of one table's routed forward."""
-        from aegir.swarm.critical import critical_steps, orchestrator_stages, total_steps
+        from aegir.orchestrator.critical import (
+            critical_steps,
+            orchestrator_stages,
+            total_steps,
+        )
 
         stages = orchestrator_stages(self.model.primary.config, [s.config for s in self.model.specialists],
                                      [bool(x) for x in activation])
@@ -69,7 +81,10 @@ class Annotator:
 def load_for_inference(checkpoint: Path) -> Annotator:
     """A plain model checkpoint (`models/phase1/<agent>`, `models/phase3/control`) or an
     orchestrator checkpoint (`models/phase3`, with its frozen specialists), in eval mode."""
-    from aegir.swarm.checkpoint import is_orchestrator_checkpoint, load_orchestrator
+    from aegir.orchestrator.checkpoint import (
+        is_orchestrator_checkpoint,
+        load_orchestrator,
+    )
 
     if is_orchestrator_checkpoint(checkpoint):
         orch, config = load_orchestrator(checkpoint)
@@ -102,7 +117,7 @@ def swarm_predictions(checkpoint: Path, tables, where: Path, top_k: int = 1, exa
     swarm's `TableResult` per table, the examples). The tables are serialized as its training
     data was, unless their `examples` are given (prepared data). `swarm`: (the swarm, its
     `prepare` settings) when already loaded from `checkpoint`."""
-    from aegir.swarm.swarm import load_swarm
+    from aegir.swarm.model import load_swarm
 
     if swarm is None:
         loaded, config = load_swarm(checkpoint)
@@ -130,7 +145,7 @@ class CheckpointAnnotator:
 
     def __init__(self, checkpoint: Path, workers: OneThreadWorkers | None = None):
         from aegir.model.checkpoint import checkpoint_fingerprint
-        from aegir.swarm.swarm import is_swarm_checkpoint, load_swarm
+        from aegir.swarm.model import is_swarm_checkpoint, load_swarm
 
         self.checkpoint = checkpoint
         # {cta, cpa}: the post-hoc temperatures applied to every confidence (`calibrate`); None: the model's own
@@ -148,7 +163,7 @@ class CheckpointAnnotator:
 
     def rows_read(self, num_rows: int, table_id: str, num_columns: int) -> set[int]:
         """The rows of a table this checkpoint's reads serialize (`aegir.eval.grouped.rows_read`,
-        `aegir.swarm.swarm.Swarm.rows_read`)."""
+        `aegir.swarm.model.Swarm.rows_read`)."""
         if self.swarm is not None:
             return self.swarm.rows_read(num_rows, table_id, num_columns, self.prepare)
         a = self.annotator
@@ -305,14 +320,14 @@ def evaluate_checkpoint(checkpoint: Path, data: Path, splits: Sequence[str] = ()
     unknown = [s for s in splits if s not in known]
     if unknown:
         raise DataError(data, f"unknown split(s) {unknown}; known: {', '.join(known)}")
-    from aegir.data.tables import available_splits, read_sotab
+    from aegir.data.sotab import available_splits, read_sotab
 
     if not splits:  # every split the directory has
         splits = [s for s in SPLITS if split_path(data, s).is_file()] if prepared else available_splits(data)
         if not splits:
             raise DataError(data, "neither prepared data (<split>.parquet) nor a SOTAB V2 directory "
                                   "(Train/ Validation/ Test/ folders with their ground-truth CSVs)")
-    from aegir.swarm.swarm import is_swarm_checkpoint
+    from aegir.swarm.model import is_swarm_checkpoint
 
     if is_swarm_checkpoint(checkpoint):
         return _evaluate_swarm(checkpoint, data, splits, prepared)
@@ -339,7 +354,7 @@ def evaluate_checkpoint(checkpoint: Path, data: Path, splits: Sequence[str] = ()
 def _evaluate_swarm(checkpoint: Path, data: Path, splits: Sequence[str], prepared: bool) -> dict[str, dict]:
     """`evaluate_checkpoint` for a Phase 4 swarm: F1 per split and the mean sub-agents spawned."""
     from aegir.data.prepared import read_split, tables_from_arrow
-    from aegir.data.tables import read_sotab
+    from aegir.data.sotab import read_sotab
 
     results = {}
     for split in splits:
@@ -360,7 +375,7 @@ def prepared_predictions(checkpoint: Path, data: Path, splits: Sequence[str],
     checkpoint records; a swarm's own reading). The checkpoint is loaded once. `top_k` =
     `ALL_LABELS`: each column's whole distribution, its chosen label first."""
     from aegir.data.prepared import read_split, tables_from_arrow
-    from aegir.swarm.swarm import is_swarm_checkpoint, load_swarm
+    from aegir.swarm.model import is_swarm_checkpoint, load_swarm
 
     if is_swarm_checkpoint(checkpoint):
         loaded, config = load_swarm(checkpoint)

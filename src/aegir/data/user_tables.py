@@ -5,7 +5,7 @@ file holds (its format, column names and number of rows) in streaming passes tha
 `TableFile.read(rows)` then materializes the cells of those rows and of no others, as a `Table`
 whose columns are `SampledColumn`s (the file's length, the rows read). Which rows a model reads
 is a function of the row count, the table id and the checkpoint's reading settings
-(`aegir.eval.grouped.rows_read`, `aegir.swarm.swarm.Swarm.rows_read`), so memory stays flat in
+(`aegir.eval.grouped.rows_read`, `aegir.swarm.model.Swarm.rows_read`), so memory stays flat in
 the file's size and the model reads the same bytes as from the whole file read into memory
 (`read_user_table`, every row: a plain `Table`).
 
@@ -23,7 +23,7 @@ Formats, by file name (case-insensitive):
 * JSON lines: `.jsonl`, `.ndjson`, `.json` (also `.jsonl.gz`, `.ndjson.gz`): an object per line;
   keys → column names in first-seen order, a key a row lacks → None; numbers keep their source
   text ("9.90" stays "9.90").
-* SOTAB: `.json.gz`, rows keyed "0".."n-1" (`aegir.data.tables`); no column names.
+* SOTAB: `.json.gz`, rows keyed "0".."n-1" (`aegir.data.sotab`); no column names.
 
 How. CSV and Parquet go through polars' streaming engine (`scan_csv`, which decompresses gzip
 and zstd itself, and `scan_parquet`): the row count is one pass, the rows asked for a second
@@ -55,8 +55,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aegir.data.sotab import SotabKeys, cell_text, json_lines
 from aegir.data.table import SampledColumn, Table
-from aegir.data.tables import SotabKeys, cell_text, json_lines
 from aegir.errors import DataError
 
 CSV_DELIMITERS = ",;\t|"  # tried in this order; ties go to the earlier one

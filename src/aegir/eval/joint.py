@@ -29,8 +29,8 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping
-from functools import partial
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment

@@ -45,7 +45,7 @@ def predict(model: torch.nn.Module, examples: Sequence[Example], batch_size: int
 
     forward: what to call on each batch (default `model` itself); it returns an `AegirOutput`,
     or an object with `.output` (an `AegirOutput`) and `.activation_mask` ((B, S) bool), as the
-    routed forward of `aegir.swarm.orchestrator.SwarmOrchestrator.annotate` does.
+    routed forward of `aegir.orchestrator.model.SwarmOrchestrator.annotate` does.
     workers: each worker thread predicts an interleaved share of the examples (every
     `workers.count`-th).
     """

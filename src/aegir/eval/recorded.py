@@ -3,7 +3,7 @@
 A checkpoint's config.json keeps the `reading` settings it was scored with (column groups, row
 views, joint decoding weights) and, for the joint decoding, the label repeat counts of its
 training tables (`aegir.eval.joint`). `aegir annotate` / `aegir evaluate` (`aegir.inference`)
-and Phase 4 (`aegir.swarm.swarm`, which starts from Phase 3's reading) read a table the same way.
+and Phase 4 (`aegir.swarm.model`, which starts from Phase 3's reading) read a table the same way.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from safetensors.torch import load_file, save_file
 
 from aegir import atomic
 from aegir.errors import PIPELINE_HINT, AegirError, is_pipeline_output
-from aegir.model.aegir import AegirConfig, AegirModel
+from aegir.model.network import AegirConfig, AegirModel
 
 WEIGHTS_FILE = "model.safetensors"
 CONFIG_FILE = "config.json"

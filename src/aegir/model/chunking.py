@@ -15,7 +15,7 @@ Departures from H-Net:
 * Threshold p ≥ ½ (H-Net takes the argmax of (1 − p, p), which calls p = ½ a non-boundary).
 * `forced_boundary`: the model may force boundaries (with p = 1, like p_0) at given bytes; it
   forces one at every COLUMN_SEP so that the byte that has read a whole column enters the main
-  network as a chunk of its own start (see `aegir.model.aegir`).
+  network as a chunk of its own start (see `aegir.model.network`).
 * Padded positions get p = 0 and are never boundaries.
 * The EMA is a sequential loop (reference) and a dense (L × L) lower-triangular weighting in
   log space (the parallel form) instead of H-Net's Mamba-2 scan kernel; O(L²) memory per row,

@@ -26,6 +26,7 @@ from functools import partial
 import torch
 
 from aegir.draws import draw
+from aegir.orchestrator.router import SpecialistRouter
 from aegir.rl.rewards import (
     PerfMode,
     r_finish,
@@ -34,7 +35,6 @@ from aegir.rl.rewards import (
     reinforce_loss,
     routing_degeneracy,
 )
-from aegir.swarm.router import SpecialistRouter
 
 # (activation_mask (B, S), gate_prob (B, S)) → reward (B,)
 RoutingReward = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]

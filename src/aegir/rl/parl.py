@@ -33,9 +33,12 @@ import torch.nn.functional as F
 
 from aegir.data.batch import IGNORE_INDEX, Batch
 from aegir.draws import multinomial
-from aegir.model.aegir import AegirOutput
 from aegir.model.chunking import ratio_loss
+from aegir.model.network import AegirOutput
 from aegir.model.rwkv import LayerState
+from aegir.orchestrator.critical import critical_steps, orchestrator_stages
+from aegir.orchestrator.model import SwarmOrchestrator, repeat_batch, select_encoded
+from aegir.orchestrator.router import RouterDecision
 from aegir.rl.ppo import PPOStats, clipped_token_loss, group_advantages
 from aegir.rl.rewards import (
     RewardConfig,
@@ -45,9 +48,6 @@ from aegir.rl.rewards import (
     r_parallel,
     r_perf,
 )
-from aegir.swarm.critical import critical_steps, orchestrator_stages
-from aegir.swarm.orchestrator import SwarmOrchestrator, repeat_batch, select_encoded
-from aegir.swarm.router import RouterDecision
 
 
 @dataclass(frozen=True)
@@ -253,10 +253,10 @@ def routing_targets(domains: list[str | None], specialist_domains: list[tuple[st
 def distill_loss(orch: SwarmOrchestrator, batch: Batch, out, activation_mask: torch.Tensor, K: int) -> torch.Tensor:
     """Soft-label CE of the fused output toward the output ensemble of the same rollout: the
     mean softmax of the fused output (detached) and each activated frozen specialist's whole
-    forward (`aegir.swarm.ensemble.ensemble_probs`), over the real columns (CTA) and the
+    forward (`aegir.orchestrator.ensemble.ensemble_probs`), over the real columns (CTA) and the
     non-subject columns (CPA) of the K·B rows. The teacher holds what the experts' own heads
     read; the student has only the state seam to get it through."""
-    from aegir.swarm.ensemble import ensemble_probs
+    from aegir.orchestrator.ensemble import ensemble_probs
 
     with torch.no_grad():
         own = [specialist.model(batch) for specialist in orch.specialists]  # B rows each

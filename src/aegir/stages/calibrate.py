@@ -48,8 +48,19 @@ from aegir.config import EVAL_SPLITS, REAL_SPLIT, SPLITS
 from aegir.data.batch import IGNORE_INDEX
 from aegir.data.prepared import split_path
 from aegir.errors import AegirError, DataError
-from aegir.eval.calibration import (BINS, TARGET_ACCURACY, TASKS, THRESHOLDS, Scored, coverage_curve,
-                                    fit_temperature, for_accuracy, most_accurate, reliability, summary)
+from aegir.eval.calibration import (
+    BINS,
+    TARGET_ACCURACY,
+    TASKS,
+    THRESHOLDS,
+    Scored,
+    coverage_curve,
+    fit_temperature,
+    for_accuracy,
+    most_accurate,
+    reliability,
+    summary,
+)
 from aegir.labels import label_counts
 
 FIT_SPLIT = "valid"
@@ -146,7 +157,7 @@ class StoredTargets:
         """({split: {task: Scored}} of the splits the checkpoint's stored reads cover, which of
         `splits` they are: `STORED` for all, else why not). The checkpoint is loaded (and so
         checked: a changed specialist or sub-agent is the error re-scoring gives), never run."""
-        from aegir.swarm.swarm import is_swarm_checkpoint
+        from aegir.swarm.model import is_swarm_checkpoint
 
         if self.data_print is None:
             return {}, f"re-scored: {self.data} does not hold every prepared split (no stage stored its reads)"
@@ -187,14 +198,19 @@ class StoredTargets:
         """A Phase 4 swarm's: its stored merged distributions (one read per table, before the
         joint decoding), decoded as the swarm decodes. A table the swarm spawned nothing on keeps
         the orchestrator's reading untouched, and its store holds that reading through a log and
-        back (exp(log p), `aegir.swarm.swarm.dense_log`): such a table takes the orchestrator's
+        back (exp(log p), `aegir.swarm.model.dense_log`): such a table takes the orchestrator's
         reading itself, from Phase 3's stored reads, as `Swarm.annotate` does."""
         import torch
 
         from aegir.config import PrepareConfig, build
         from aegir.eval.grouped import ALL_LABELS, top
         from aegir.eval.reads import stored_predictions
-        from aegir.swarm.swarm import dense_log, load_swarm, phase3_readings, prediction_of_probs
+        from aegir.swarm.model import (
+            dense_log,
+            load_swarm,
+            phase3_readings,
+            prediction_of_probs,
+        )
 
         swarm, config = load_swarm(checkpoint)  # checks its Phase 3 orchestrator and sub-agents
         recorded = config.get("params", {})

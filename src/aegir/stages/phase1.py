@@ -51,25 +51,65 @@ from accelerate import Accelerator
 from accelerate.utils import gather_object
 
 from aegir import atomic
-from aegir.config import (EVAL_SPLITS, SPECIALIST_TRAIN_SPLIT, SPLITS, TRAIN_SPLIT, AgentConfig, Params, Phase1Config, PrepareConfig,
-                          ReadingConfig, build, load_params)
-from aegir.data.dataset import Example, collate, examples_from_arrow, length_grouped_batches, load_examples
-from aegir.data.prepared import fingerprint as data_fingerprint, read_split, split_path
+from aegir.config import (
+    EVAL_SPLITS,
+    SPECIALIST_TRAIN_SPLIT,
+    SPLITS,
+    TRAIN_SPLIT,
+    AgentConfig,
+    Params,
+    Phase1Config,
+    PrepareConfig,
+    ReadingConfig,
+    build,
+    load_params,
+)
+from aegir.data.dataset import (
+    Example,
+    collate,
+    examples_from_arrow,
+    length_grouped_batches,
+    load_examples,
+)
+from aegir.data.prepared import fingerprint as data_fingerprint
+from aegir.data.prepared import read_split, split_path
 from aegir.errors import AegirError, ConfigError, DataError
 from aegir.eval.grouped import ALL_LABELS, predict_tables, split_reads
 from aegir.eval.joint import CONFIG_KEY as JOINT_CONFIG_KEY
 from aegir.eval.joint import LabelRepeats, label_repeats, repeats_of, table_decoder
 from aegir.eval.metrics import headline, wall_minutes
 from aegir.eval.predict import TablePrediction, predict, score
-from aegir.eval.reads import READS_FILE, StoredReads, dense_distributions, save_eval_reads, stored_predictions
+from aegir.eval.reads import (
+    READS_FILE,
+    StoredReads,
+    dense_distributions,
+    save_eval_reads,
+    stored_predictions,
+)
 from aegir.labels import cpa_vocab, cta_vocab, label_counts
-from aegir.model.aegir import AegirConfig, AegirModel
-from aegir.model.checkpoint import checkpoint_fingerprint, load_checkpoint, save_checkpoint
+from aegir.model.checkpoint import (
+    checkpoint_fingerprint,
+    load_checkpoint,
+    save_checkpoint,
+)
+from aegir.model.network import AegirConfig, AegirModel
 from aegir.progress import progress as progress_bar
 from aegir.train.memory import retain_freed_memory
-from aegir.train.resume import TrainingProgress, fingerprint, load_state, resumed_live, save_state
+from aegir.train.resume import (
+    TrainingProgress,
+    fingerprint,
+    load_state,
+    resumed_live,
+    save_state,
+)
 from aegir.train.schedule import learning_rate
-from aegir.train.step import OneThreadWorkers, ShardedStep, process_shard, whole_batch_step, worker_threads
+from aegir.train.step import (
+    OneThreadWorkers,
+    ShardedStep,
+    process_shard,
+    whole_batch_step,
+    worker_threads,
+)
 
 
 def model_config(params: Params, preset: str) -> AegirConfig:

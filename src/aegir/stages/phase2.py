@@ -81,7 +81,10 @@ from aegir.data.dataset import Example, collate, load_examples
 from aegir.data.prepared import split_path
 from aegir.errors import AegirError, DataError, check_config
 from aegir.labels import cpa_vocab, cta_vocab
-from aegir.model.aegir import AegirModel
+from aegir.model.network import AegirModel
+from aegir.orchestrator.ensemble import all_routings, routed_argmax, routing_index
+from aegir.orchestrator.router import SpecialistRouter
+from aegir.orchestrator.specialist import load_agents as load_phase1_agents
 from aegir.rl.checks import (
     check_range,
     corruption_curve,
@@ -102,9 +105,6 @@ from aegir.rl.rewards import (
     r_parallel,
     r_perf,
 )
-from aegir.swarm.ensemble import all_routings, routed_argmax, routing_index
-from aegir.swarm.router import SpecialistRouter
-from aegir.swarm.specialist import load_agents as load_phase1_agents
 
 MAX_EXACT_SPECIALISTS = 10  # r_perf's expectation enumerates 2^S routings per table
 

@@ -27,7 +27,7 @@ where their Phase 1 checkpoints hold their distributions on the same reads (`aeg
 the same forward on the same batches gave those bits, so the scores are the same either way.
 
 Outputs:
-  --out       the fused orchestrator (`aegir.swarm.checkpoint`; specialists by fingerprint) and
+  --out       the fused orchestrator (`aegir.orchestrator.checkpoint`; specialists by fingerprint) and
               `control/` (a plain model checkpoint of the control's primary); beside each, its
               distributions on every read of the evaluation splits as it was scored
               (`eval_reads.safetensors`, `aegir.eval.reads`): where Phase 4 starts, and what
@@ -61,8 +61,23 @@ from accelerate import Accelerator
 from dvclive import Live
 
 from aegir import atomic
-from aegir.config import EVAL_SPLITS, SPLITS, TRAIN_SPLIT, Params, Phase3Config, PrepareConfig, ReadingConfig, load_params
-from aegir.data.dataset import Example, collate, eval_batches, length_grouped_batches, load_examples
+from aegir.config import (
+    EVAL_SPLITS,
+    SPLITS,
+    TRAIN_SPLIT,
+    Params,
+    Phase3Config,
+    PrepareConfig,
+    ReadingConfig,
+    load_params,
+)
+from aegir.data.dataset import (
+    Example,
+    collate,
+    eval_batches,
+    length_grouped_batches,
+    load_examples,
+)
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.errors import AegirError, DataError, check_config
 from aegir.eval.curves import phase3_curves_png
@@ -70,30 +85,56 @@ from aegir.eval.grouped import ALL_LABELS, decoded, merge_predictions, split_rea
 from aegir.eval.joint import CONFIG_KEY as JOINT_CONFIG_KEY
 from aegir.eval.joint import LabelRepeats, repeats_of, table_decoder
 from aegir.eval.metrics import headline, wall_minutes
-from aegir.eval.predict import TablePrediction, predict, predictions_from_probs, score, table_predictions
-from aegir.eval.reads import READS_FILE, StoredReads, dense_distributions, save_eval_reads
+from aegir.eval.predict import (
+    TablePrediction,
+    predict,
+    predictions_from_probs,
+    score,
+    table_predictions,
+)
+from aegir.eval.reads import (
+    READS_FILE,
+    StoredReads,
+    dense_distributions,
+    save_eval_reads,
+)
 from aegir.eval.routing import routing_stats, slice_scores, slices_beaten
 from aegir.labels import cpa_vocab, cta_vocab
-from aegir.model.aegir import AegirModel, AegirOutput
-from aegir.model.checkpoint import checkpoint_fingerprint, load_checkpoint, save_checkpoint
-from aegir.progress import progress as progress_bar
-from aegir.rl.parl import PARLSettings, collect_rollouts, rescore, routing_targets, token_loss
-from aegir.rl.ppo import deterministic_kernels
-from aegir.rl.rewards import LambdaSchedule, budget_cap, clip_epsilon
-from aegir.swarm.checkpoint import save_orchestrator
-from aegir.swarm.critical import critical_steps, orchestrator_stages, total_steps
-from aegir.swarm.ensemble import ensemble_probs
-from aegir.swarm.fusion import state_survival
-from aegir.swarm.orchestrator import (
+from aegir.model.checkpoint import (
+    checkpoint_fingerprint,
+    load_checkpoint,
+    save_checkpoint,
+)
+from aegir.model.network import AegirModel, AegirOutput
+from aegir.orchestrator.checkpoint import save_orchestrator
+from aegir.orchestrator.critical import critical_steps, orchestrator_stages, total_steps
+from aegir.orchestrator.ensemble import ensemble_probs
+from aegir.orchestrator.fusion import state_survival
+from aegir.orchestrator.model import (
     SwarmOrchestrator,
     build_orchestrator,
 )
-from aegir.swarm.specialist import load_agents
+from aegir.orchestrator.specialist import load_agents
+from aegir.progress import progress as progress_bar
+from aegir.rl.parl import (
+    PARLSettings,
+    collect_rollouts,
+    rescore,
+    routing_targets,
+    token_loss,
+)
+from aegir.rl.ppo import deterministic_kernels
+from aegir.rl.rewards import LambdaSchedule, budget_cap, clip_epsilon
 from aegir.train.memory import retain_freed_memory
-from aegir.train.resume import TrainingProgress, fingerprint, load_state, resumed_live, save_state
+from aegir.train.resume import (
+    TrainingProgress,
+    fingerprint,
+    load_state,
+    resumed_live,
+    save_state,
+)
 from aegir.train.schedule import learning_rate
 from aegir.train.step import OneThreadWorkers, process_shard, worker_threads
-
 
 # ----------------------------------------------------------------------------- training
 

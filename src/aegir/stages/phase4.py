@@ -9,13 +9,13 @@
    checkpoint, `aegir.eval.reads`), and once more as one stream for its pooled encoder output
    and the specialists it activated (`TableView`). Every policy's labels go through the joint
    decoding Phase 3's checkpoint records, so never spawning *is* Phase 3's fused orchestrator
-   (`aegir.swarm.swarm`: the swarm starts where Phase 3 ends).
+   (`aegir.swarm.model`: the swarm starts where Phase 3 ends).
 2. A spawning policy (`aegir.swarm.policy`) decides per table how many sub-agents (0 …
    `max_subagents`), which frozen Phase 1 checkpoint they instantiate, and whether to run deep
    search; the sub-agents' outputs merge per column (`aegir.swarm.spawn`). Sub-agents are
    frozen and sub-tasks deterministic, so their outputs are cached per (table, columns,
    specialist) and only the policy and the merge weights train: PARL's token-level clipped
-   loss with the `lambda` schedule and `rewards` (`aegir.rl.swarm`), budget-limited phases
+   loss with the `lambda` schedule and `rewards` (`aegir.rl.swarm_update`), budget-limited phases
    (a cap on sub-agents per table, growing) alternating with uncapped ones, on
    `phase4.train_tables` tables of `policy_train` (ordinary tables that no model of Phases 1–3
    has read: on them the orchestrator is as sure and as right as on the tables it will be
@@ -61,24 +61,51 @@ from pathlib import Path
 import torch
 
 from aegir import atomic
-from aegir.config import EVAL_SPLITS, POLICY_TRAIN_SPLIT, SPLITS, SWARM_TRAIN_SPLIT, Params, Phase4Config, load_params
+from aegir.config import (
+    EVAL_SPLITS,
+    POLICY_TRAIN_SPLIT,
+    SPLITS,
+    SWARM_TRAIN_SPLIT,
+    Params,
+    Phase4Config,
+    load_params,
+)
 from aegir.data.dataset import Example, epoch_order, examples_from_arrow
-from aegir.data.prepared import read_split, split_path, tables_from_arrow
 from aegir.data.prepared import fingerprint as data_fingerprint
+from aegir.data.prepared import read_split, split_path, tables_from_arrow
 from aegir.errors import AegirError, check_config
 from aegir.eval.grouped import top
 from aegir.eval.metrics import headline, wall_minutes
-from aegir.eval.reads import READS_FILE, StoredReads, save_eval_reads, stored_predictions
 from aegir.eval.predict import TablePrediction, score
+from aegir.eval.reads import (
+    READS_FILE,
+    StoredReads,
+    save_eval_reads,
+    stored_predictions,
+)
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.checkpoint import checkpoint_fingerprint
+from aegir.orchestrator.checkpoint import load_orchestrator
+from aegir.orchestrator.model import SwarmOrchestrator
+from aegir.orchestrator.specialist import load_agents
 from aegir.progress import progress as progress_bar
 from aegir.rl.ppo import deterministic_kernels
 from aegir.rl.rewards import LambdaSchedule, budget_cap, clip_epsilon
-from aegir.rl.swarm import (StepCounter, SwarmSettings, TableView, collect, decision_keys, specialist_targets,
-                             update_loss)
-from aegir.swarm.checkpoint import load_orchestrator
-from aegir.swarm.orchestrator import SwarmOrchestrator
+from aegir.rl.swarm_update import (
+    StepCounter,
+    SwarmSettings,
+    collect,
+    specialist_targets,
+    update_loss,
+)
+from aegir.swarm.model import (
+    Phase3Reading,
+    Swarm,
+    phase3_reading,
+    phase3_readings,
+    save_swarm,
+    table_views,
+)
 from aegir.swarm.policy import SpawnPolicy, spawn_options
 from aegir.swarm.spawn import (
     SubagentCache,
@@ -90,10 +117,15 @@ from aegir.swarm.spawn import (
     subtask_examples,
     wide_subtasks,
 )
-from aegir.swarm.swarm import Phase3Reading, Swarm, phase3_reading, phase3_readings, save_swarm, table_views
-from aegir.swarm.specialist import load_agents
+from aegir.swarm.views import TableView, decision_keys
 from aegir.train.memory import retain_freed_memory
-from aegir.train.resume import TrainingProgress, fingerprint, load_state, resumed_live, save_state
+from aegir.train.resume import (
+    TrainingProgress,
+    fingerprint,
+    load_state,
+    resumed_live,
+    save_state,
+)
 
 SCALING_SPLITS = ("test", "corner_cases", "wide")  # where the scaling curve is measured
 POLICIES = ("learned", "never", "always")
@@ -172,7 +204,7 @@ def train(policy: SpawnPolicy, merge: SwarmMerge, data: SplitData, names: list[s
     settings = SwarmSettings(rollouts=cfg.rollouts, ce_weight=cfg.ce_weight, kl_coef=cfg.kl_coef,
                              rewards=params.rewards, step_cost=cfg.step_cost, steps=steps,
                              route_weight=cfg.route_weight)
-    # which sub-agent each training table should get: its domain's specialist (aegir.rl.swarm)
+    # which sub-agent each training table should get: its domain's specialist (aegir.rl.swarm_update)
     targets = specialist_targets([e.domain for e in data.examples], names,
                                  {name: tuple(params.agents[name].domains or ()) for name in names})
     schedule = LambdaSchedule(params.sections["lambda"])

@@ -44,8 +44,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from aegir import atomic
-from aegir.config import (EVAL_ONLY_SPLITS, POLICY_TRAIN_SPLIT, PREPARED_SPLITS, SOURCE_SPLITS, SPECIALIST_TRAIN_SPLIT,
-                          SWARM_TRAIN_SPLIT, TRAIN_SPLIT, Params, PrepareConfig, SyntheticConfig, load_params)
+from aegir.config import (
+    EVAL_ONLY_SPLITS,
+    POLICY_TRAIN_SPLIT,
+    PREPARED_SPLITS,
+    SOURCE_SPLITS,
+    SPECIALIST_TRAIN_SPLIT,
+    SWARM_TRAIN_SPLIT,
+    TRAIN_SPLIT,
+    Params,
+    PrepareConfig,
+    SyntheticConfig,
+    load_params,
+)
 from aegir.data.augment import table_views
 from aegir.data.serialize import serialize_table
 from aegir.data.table import Table
@@ -152,7 +163,7 @@ def headline_stats(stats: dict) -> dict:
 
 def _read_sotab_splits(cfg: PrepareConfig, on_skip: Callable[[str, DataError], None]) -> dict[str, list[Table]]:
     """The source splits of the SOTAB V2 directory `prepare.sotab_dir`."""
-    from aegir.data.tables import read_sotab
+    from aegir.data.sotab import read_sotab
 
     root = Path(cfg.sotab_dir)
     if not root.is_dir():
@@ -183,7 +194,8 @@ def _synthetic_part(synthetic: SyntheticConfig, cfg: PrepareConfig, split: str, 
 
 def _real_part(cfg: PrepareConfig) -> Part:
     """The whole `real` split, serialized."""
-    from aegir.data.real import SPLIT as REAL, build_real_tables
+    from aegir.data.real import SPLIT as REAL
+    from aegir.data.real import build_real_tables
 
     tables = build_real_tables()
     return tables, tables_to_arrow(tables, REAL, cfg, bar=False)

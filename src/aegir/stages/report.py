@@ -31,7 +31,13 @@ from pathlib import Path
 
 from aegir import atomic
 from aegir.errors import AegirError
-from aegir.eval.report import best_checkpoint, collect, report_figures, report_gains, report_markdown
+from aegir.eval.report import (
+    best_checkpoint,
+    collect,
+    report_figures,
+    report_gains,
+    report_markdown,
+)
 
 
 def write_report(baselines: Path, phase1: Path, phase3: Path, phase4: Path | None, out: Path,

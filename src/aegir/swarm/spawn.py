@@ -53,8 +53,8 @@ from aegir.data.dataset import Example, collate, eval_batches, examples_from_tab
 from aegir.data.groups import column_groups, sub_table
 from aegir.data.table import Table
 from aegir.labels import Vocabulary
-from aegir.model.aegir import AegirModel
-from aegir.swarm.critical import longest_path
+from aegir.model.network import AegirModel
+from aegir.orchestrator.critical import longest_path
 
 TASKS = ("cta", "cpa")
 

@@ -11,7 +11,7 @@
 
 The loss of the whole batch is not a sum over shards (cross-entropy is a mean over the batch's
 labels; the ratio loss is a function of batch-wide shares), but it is a function of sums over
-shards (`aegir.model.aegir.LossSums`). So: every shard's forward gives its sums; the sums are
+shards (`aegir.model.network.LossSums`). So: every shard's forward gives its sums; the sums are
 added; the loss's derivatives with respect to the added sums, c = ∂loss/∂sums, are taken once;
 each shard then back-propagates c · sums_shard, whose gradient is that shard's exact share of
 the whole batch's gradient (the chain rule through the sums). Shard gradients are added in a
@@ -31,8 +31,8 @@ from typing import Any
 import torch
 
 from aegir.data.batch import Batch
-from aegir.model.aegir import AegirModel, LossSums
 from aegir.model.chunking import ChunkStats
+from aegir.model.network import AegirModel, LossSums
 
 Autocast = Callable[[], contextlib.AbstractContextManager]
 

@@ -242,7 +242,7 @@ def write_sotab_dir(tables: list[Table], out_dir: str | Path) -> Path:
     """Write `tables` as a SOTAB V2 directory whose test split they are.
 
     Layout: `Test/<table id>` (gzipped JSON lines) and `sotab_v2_cta_test_set.csv`,
-    `sotab_v2_cpa_test_set.csv` (main column 0). `aegir.data.tables.read_sotab(out_dir,
+    `sotab_v2_cpa_test_set.csv` (main column 0). `aegir.data.sotab.read_sotab(out_dir,
     "test")` reads back the same tables (cells, labels, ids, domains). Atomic: `out_dir` is
     replaced as a whole, or left as it was on failure.
     """

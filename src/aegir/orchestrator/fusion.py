@@ -29,8 +29,8 @@ import torch
 import torch.nn as nn
 
 from aegir.data.batch import Batch
-from aegir.model.aegir import AegirModel
 from aegir.model.chunking import chunk
+from aegir.model.network import AegirModel
 from aegir.model.rwkv import LayerState
 
 

@@ -24,7 +24,6 @@ from pathlib import Path
 
 import torch
 
-from aegir.model.aegir import AegirModel
 from aegir.model.checkpoint import (
     CONFIG_FILE,
     WEIGHTS_FILE,
@@ -35,7 +34,8 @@ from aegir.model.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from aegir.swarm.orchestrator import SwarmOrchestrator, build_orchestrator
+from aegir.model.network import AegirModel
+from aegir.orchestrator.model import SwarmOrchestrator, build_orchestrator
 
 
 def config_has_section(directory: str | Path, section: str) -> bool:

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import torch
 
-from aegir.model.aegir import AegirOutput
+from aegir.model.network import AegirOutput
 
 
 def all_routings(num_specialists: int, device: torch.device | str = "cpu") -> torch.Tensor:

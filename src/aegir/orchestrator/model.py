@@ -27,12 +27,12 @@ import torch
 import torch.nn as nn
 
 from aegir.data.batch import Batch
-from aegir.model.aegir import AegirModel, AegirOutput, EncoderOutput
 from aegir.model.chunking import RoutingOutput
+from aegir.model.network import AegirModel, AegirOutput, EncoderOutput
 from aegir.model.rwkv import LayerState
-from aegir.swarm.fusion import RWKVStateFusion
-from aegir.swarm.router import RouterDecision, SpecialistRouter, cap_decision
-from aegir.swarm.specialist import FrozenSpecialist, alignment_for
+from aegir.orchestrator.fusion import RWKVStateFusion
+from aegir.orchestrator.router import RouterDecision, SpecialistRouter, cap_decision
+from aegir.orchestrator.specialist import FrozenSpecialist, alignment_for
 
 
 @dataclass

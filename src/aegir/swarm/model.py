@@ -19,7 +19,7 @@ pooled encoder output) and which specialists it routed to.
 
 Checkpoint: `model.safetensors` holds `policy.*` and `merge.*` only; `config.json` names the
 Phase 3 orchestrator and every sub-agent checkpoint by a path relative to the swarm's directory
-and by fingerprint (as `aegir.swarm.checkpoint` does for Phase 3's specialists): a moved or
+and by fingerprint (as `aegir.orchestrator.checkpoint` does for Phase 3's specialists): a moved or
 retrained one is a `CheckpointError` naming it, never a silently different swarm.
 """
 
@@ -37,20 +37,41 @@ from aegir.config import PrepareConfig
 from aegir.data.dataset import Example, collate, eval_batches
 from aegir.data.groups import sub_table_id
 from aegir.data.serialize import sample_rows
-from aegir.eval.grouped import ALL_LABELS, TableReads, merge_predictions, rows_read, table_reads
+from aegir.eval.grouped import (
+    ALL_LABELS,
+    TableReads,
+    merge_predictions,
+    rows_read,
+    table_reads,
+)
 from aegir.eval.predict import TablePrediction, predict
 from aegir.eval.recorded import recorded_reading
 from aegir.labels import cta_vocab
-from aegir.model.aegir import AegirModel
-from aegir.model.checkpoint import (CONFIG_FILE, CheckpointError, checkpoint_fingerprint, load_checkpoint, load_weights,
-                                    read_checkpoint, write_checkpoint)
-from aegir.rl.swarm import TableView, policy_inputs, swarm_logp
-from aegir.swarm.checkpoint import config_has_section
-from aegir.swarm.critical import model_read_steps
-from aegir.swarm.orchestrator import SwarmOrchestrator
+from aegir.model.checkpoint import (
+    CONFIG_FILE,
+    CheckpointError,
+    checkpoint_fingerprint,
+    load_checkpoint,
+    load_weights,
+    read_checkpoint,
+    write_checkpoint,
+)
+from aegir.model.network import AegirModel
+from aegir.orchestrator.checkpoint import config_has_section
+from aegir.orchestrator.critical import model_read_steps
+from aegir.orchestrator.model import SwarmOrchestrator
 from aegir.swarm.policy import SpawnPolicy
-from aegir.swarm.spawn import (SubagentCache, SwarmMerge, deep_columns, deep_subtasks, family_of_labels, label_steps,
-                               swarm_steps, wide_subtasks)
+from aegir.swarm.spawn import (
+    SubagentCache,
+    SwarmMerge,
+    deep_columns,
+    deep_subtasks,
+    family_of_labels,
+    label_steps,
+    swarm_steps,
+    wide_subtasks,
+)
+from aegir.swarm.views import TableView, decision_keys, policy_inputs, swarm_logp
 
 
 @dataclass(frozen=True)
@@ -199,7 +220,6 @@ class Swarm:
     @torch.no_grad()
     def run(self, views: list[TableView], chosen: list[tuple[int, int, bool]], cache: SubagentCache) -> list[TableResult]:
         """Each table's decision carried out: sub-agents read (cached), merged, stepped."""
-        from aegir.rl.swarm import decision_keys
 
         cache.fill(key for t, (g, s, deep) in enumerate(chosen)
                    for key in decision_keys(t, views[t], g, self.names[s], deep))
@@ -310,7 +330,7 @@ def _checked(directory: Path, entry: dict, config_path: Path) -> Path:
 
 def load_swarm(directory: str | Path) -> tuple[Swarm, dict]:
     """(the swarm in eval mode, config.json) of a checkpoint written by `save_swarm`."""
-    from aegir.swarm.checkpoint import load_orchestrator
+    from aegir.orchestrator.checkpoint import load_orchestrator
 
     directory = Path(directory)
     config_path = directory / CONFIG_FILE

@@ -33,7 +33,6 @@ import torch
 import torch.nn.functional as F
 
 from aegir.data.batch import IGNORE_INDEX
-from aegir.eval.predict import TablePrediction
 from aegir.rl.ppo import PPOStats, clipped_token_loss, group_advantages
 from aegir.rl.rewards import (
     RewardConfig,
@@ -44,86 +43,14 @@ from aegir.rl.rewards import (
     share_term,
 )
 from aegir.swarm.policy import PolicyDecision, SpawnPolicy
-from aegir.swarm.spawn import (
-    CacheKey,
-    SubagentCache,
-    SwarmMerge,
-    deep_subtasks,
-    spawned_logp,
-    swarm_steps,
-    wide_subtasks,
+from aegir.swarm.spawn import SubagentCache, SwarmMerge, swarm_steps, wide_subtasks
+from aegir.swarm.views import (
+    TableView,
+    decision_keys,
+    padded,
+    policy_inputs,
+    swarm_logp,
 )
-
-
-@dataclass
-class TableView:
-    """What Phase 4 knows of one table before spawning: from the frozen Phase 3 orchestrator.
-
-    cta_logp (C, n_cta), cpa_logp (C, n_cpa): the orchestrator's label log-probs (its reading
-    of the table as `phase3` scores it, `aegir.swarm.swarm.phase3_readings`); hidden (D,): its
-    pooled encoder output; phase3_reads: read steps of the Phase 3 specialists it activated;
-    deep_columns: columns whose top-1 CTA label has a family; gold labels (C,) each;
-    stream_bytes: length of its shared stream; phase3_active: which Phase 3 specialists ran;
-    reading: that reading as a prediction (every label, best first), None when the view holds
-    a single read's log-probs.
-    """
-
-    num_columns: int
-    cta_logp: torch.Tensor
-    cpa_logp: torch.Tensor
-    hidden: torch.Tensor
-    phase3_reads: tuple[int, ...]
-    deep_columns: tuple[int, ...]
-    cta_gold: torch.Tensor
-    cpa_gold: torch.Tensor
-    stream_bytes: int
-    phase3_active: tuple[bool, ...] = ()
-    reading: TablePrediction | None = None
-
-
-def decision_keys(table: int, view: TableView, subagents: int, specialist: str, deep: bool) -> list[CacheKey]:
-    """The cache keys one table's decision reads."""
-    keys = [(table, cols, specialist) for cols in wide_subtasks(view.num_columns, subagents)]
-    if deep:
-        keys += [(table, cols, specialist) for cols in deep_subtasks(view.deep_columns)]
-    return keys
-
-
-def swarm_logp(table: int, view: TableView, subagents: int, specialist: int, deep: bool, cache: SubagentCache,
-               merge: SwarmMerge, names: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
-    """The swarm's merged (CTA (C, n_cta), CPA (C, n_cpa)) log-probs of one table's decision:
-    the wide search's per-column merge, then (if `deep`) the coarse family and the fine stage.
-    A decision that spawns nothing keeps the orchestrator's log-probs as they are."""
-    C, name = view.num_columns, names[specialist]
-    subtasks = wide_subtasks(C, subagents)
-    if not subtasks and not (deep and view.deep_columns):
-        return view.cta_logp, view.cpa_logp
-    cta = F.log_softmax(merge.primary[0] * view.cta_logp, -1)
-    cpa = F.log_softmax(merge.primary[1] * view.cpa_logp, -1)
-    if subtasks:
-        outputs = [cache.get((table, cols, name)) for cols in subtasks]
-        sub_cta, covered = spawned_logp(C, outputs, subtasks, "cta")
-        sub_cpa, _ = spawned_logp(C, outputs, subtasks, "cpa")
-        cta = merge.wide_merge(view.cta_logp, sub_cta, covered, specialist, 0)
-        cpa = merge.wide_merge(view.cpa_logp, sub_cpa, covered, specialist, 1)
-    if deep and view.deep_columns:
-        family = merge.coarse_family(cta)  # the coarse decision, from the wide search's labels
-        subtasks = deep_subtasks(view.deep_columns)
-        outputs = [cache.get((table, cols, name)) for cols in subtasks]
-        deep_cta, covered = spawned_logp(C, outputs, subtasks, "cta")
-        deep_cpa, _ = spawned_logp(C, outputs, subtasks, "cpa")
-        cta = merge.deep_merge(cta, deep_cta, covered, specialist, 0, family)
-        cpa = merge.deep_merge(cpa, deep_cpa, covered, specialist, 1, None)
-    return cta, cpa
-
-
-def padded(rows: list[torch.Tensor], fill: float | int) -> torch.Tensor:
-    """Stack (C_i, …) tensors into (N, C_max, …), padding with `fill`."""
-    C = max(r.shape[0] for r in rows)
-    out = torch.full((len(rows), C, *rows[0].shape[1:]), fill, dtype=rows[0].dtype)
-    for i, r in enumerate(rows):
-        out[i, :r.shape[0]] = r
-    return out
 
 
 @dataclass(frozen=True)
@@ -175,17 +102,6 @@ class SwarmRollouts:
     advantage: torch.Tensor  # (K·B,)
     rewards: dict[str, torch.Tensor]  # name → (K, B)
     spawned: torch.Tensor  # (K·B,) sub-agents actually spawned
-
-
-def policy_inputs(views: list[TableView], rows: list[int], options: tuple[int, ...], max_count: int | None):
-    from aegir.swarm.policy import allowed_options
-
-    hidden = torch.stack([views[t].hidden for t in rows])
-    columns = torch.tensor([views[t].num_columns for t in rows])
-    width = SpawnPolicy.width_features(columns, torch.tensor([views[t].stream_bytes for t in rows]))
-    allowed = allowed_options(options, columns, max_count)
-    has_deep = torch.tensor([bool(views[t].deep_columns) for t in rows])
-    return hidden, width, allowed, has_deep
 
 
 def rewards_of(views: list[TableView], rows: list[int], merged: list[tuple[torch.Tensor, torch.Tensor]],

@@ -28,9 +28,9 @@ import torch
 import torch.nn as nn
 
 from aegir.data.batch import Batch
-from aegir.model.aegir import AegirModel
 from aegir.model.checkpoint import CheckpointError, load_checkpoint
 from aegir.model.chunking import chunk
+from aegir.model.network import AegirModel
 from aegir.model.rwkv import LayerState
 
 

@@ -19,8 +19,17 @@ from aegir.data.serialize import BYTE_VOCAB_SIZE, COLUMN_SEP
 from aegir.errors import ConfigError, check_config
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.chunking import (
-    ChunkStats, RoutingModule, RoutingOutput, chunk, chunk_stats, dechunk, ema_parallel, ema_sequential,
-    ratio_loss, ratio_loss_of, straight_through_ones,
+    ChunkStats,
+    RoutingModule,
+    RoutingOutput,
+    chunk,
+    chunk_stats,
+    dechunk,
+    ema_parallel,
+    ema_sequential,
+    ratio_loss,
+    ratio_loss_of,
+    straight_through_ones,
 )
 from aegir.model.ngram import MAX_ORDER as NGRAM_MAX_ORDER
 from aegir.model.ngram import HashedNgramEmbedding
