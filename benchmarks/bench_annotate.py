@@ -50,10 +50,10 @@ from aegir.model.checkpoint import save_checkpoint
 from aegir.model.network import AegirModel
 from aegir.orchestrator.checkpoint import save_orchestrator
 from aegir.orchestrator.model import build_orchestrator
-from aegir.stages.phase1 import model_config
 from aegir.swarm.model import Swarm, save_swarm
 from aegir.swarm.policy import SpawnPolicy, spawn_options
 from aegir.swarm.spawn import SwarmMerge, family_of_labels
+from aegir.train.setup import model_config
 
 KINDS = {"phase1": "phase1/primary", "phase3": "phase3", "phase4": "phase4"}
 
@@ -166,8 +166,9 @@ def write_long_csv(path: Path, rows: int) -> float:
 
 def cpu_name() -> str:
     try:
-        name = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        name = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+        flags = next(line for line in lines if line.startswith("flags")).split()
     except (OSError, StopIteration):
         return platform.processor() or platform.machine()
     return f"{name}, {'AVX-512' if 'avx512f' in flags else 'AVX2' if 'avx2' in flags else 'no AVX2'}"

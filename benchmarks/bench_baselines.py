@@ -2,7 +2,7 @@
 
     python benchmarks/bench_baselines.py [--data data/prepared] [--params params.yaml] [--task cta] [--repeats 1]
 
-On the training columns of one task (`aegir.stages.baselines.labelled_columns`, the documents the
+On the training columns of one task (`aegir.eval.baselines.labelled_columns`, the documents the
 stage fits on), `fit_transform` and then `transform` of the `real` split's columns by
 scikit-learn's TfidfVectorizer and by `WordwiseTfidfVectorizer`, alternating, best of
 `--repeats`; prints their times, the ratio (one run's ratio is what survives a noisy machine)
@@ -23,7 +23,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from aegir.config import REAL_SPLIT, TRAIN_SPLIT, load_params
 from aegir.data.prepared import read_split, tables_from_arrow
 from aegir.errors import AegirError
-from aegir.stages.baselines import WordwiseTfidfVectorizer, labelled_columns
+from aegir.eval.baselines import WordwiseTfidfVectorizer, labelled_columns
 
 
 def same(a, b) -> bool:

@@ -6,7 +6,7 @@
 For every preset × precision × batch size, in one process: a model built from the preset of
 params.yaml, trained on the same batch of the longest prepared training tables (random bytes
 when there is no prepared data) with forward + backward + gradient clipping + AdamW, as
-`aegir.stages.phase1` steps it on a device (`whole_batch_step` under autocast; the WKV
+Phase 1 (`aegir.train.supervised`) steps it on a device (`whole_batch_step` under autocast; the WKV
 recurrence and the EMA stay in fp32 under bf16: `aegir.model.ops.precision`). After 3
 warm-up steps, `--steps` steps are timed with the device synchronised before each clock read.
 Prints, per row: parameters, median ms per step, real (non-padding) bytes per second, tables
@@ -29,7 +29,7 @@ from aegir.config import load_params
 from aegir.data.batch import Batch
 from aegir.data.dataset import collate, load_examples
 from aegir.model.network import AegirModel
-from aegir.stages.phase1 import make_optimizer, model_config
+from aegir.train.setup import make_optimizer, model_config
 from aegir.train.step import whole_batch_step
 
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}

@@ -42,7 +42,7 @@ def worker(mode: str, preset: str, steps: int, batch_size: int, data: Path) -> d
 
     from aegir.config import load_params
     from aegir.model.network import AegirModel
-    from aegir.stages.phase1 import make_optimizer, model_config
+    from aegir.train.setup import make_optimizer, model_config
     from aegir.train.step import OneThreadWorkers, ShardedStep
 
     params = load_params(Path(__file__).resolve().parents[1] / "params.yaml")

@@ -20,7 +20,7 @@ import torch
 from aegir.config import load_params
 from aegir.data.dataset import collate, load_examples
 from aegir.model.network import AegirModel
-from aegir.stages.phase1 import make_optimizer, model_config
+from aegir.train.setup import make_optimizer, model_config
 from aegir.train.step import whole_batch_step
 
 

@@ -30,7 +30,7 @@ from aegir.data.synth import generate_split
 from aegir.model.network import AegirModel
 from aegir.orchestrator.critical import critical_steps, orchestrator_stages, total_steps
 from aegir.orchestrator.model import build_orchestrator, fused_state_one_at_a_time
-from aegir.stages.phase1 import model_config
+from aegir.train.setup import model_config
 
 
 def tables(data: Path, batch_size: int):
@@ -82,11 +82,11 @@ def main() -> None:
             mask = torch.zeros(B, n, dtype=torch.bool)
             mask[:, :k] = True
 
-            def batched():
+            def batched(mask=mask):
                 state = orch.fuse(orch.read_specialists(batch, mask), mask)
                 orch.primary.forward_from_encoded(batch, encoded, state)
 
-            def one_at_a_time():
+            def one_at_a_time(mask=mask):
                 state = fused_state_one_at_a_time(orch, batch, mask)
                 orch.primary.forward_from_encoded(batch, encoded, state)
 

@@ -35,6 +35,7 @@ In one process:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -71,11 +72,9 @@ def vector_isa() -> str:
     flags = wkv_cpu._cpu_flags().split()
     isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
     name = ""
-    try:
+    with contextlib.suppress(OSError):
         name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                      if line.startswith("model name")), "")
-    except OSError:
-        pass
     return f"{name or platform.processor() or platform.machine()}, {isa}"
 
 

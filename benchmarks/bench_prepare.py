@@ -3,7 +3,7 @@ in worker processes, in one run.
 
     python benchmarks/bench_prepare.py [--params params.yaml] [--processes N]
 
-Times `aegir.stages.prepare.prepare_splits` (every split generated and serialized, as the stage
+Times `aegir.data.prepare.prepare_splits` (every split generated and serialized, as the stage
 does before writing) with one process, then with `--processes` (default: what the stage uses, one
 per core, at most 8), then the Parquet writing; prints tables/s, MB/s of prepared bytes and the
 ratio of the two, with the machine it ran on. The two runs give the same bytes (checked here).
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from aegir.config import load_params
-from aegir.stages.prepare import prepare_splits, write_parquet
+from aegir.data.prepare import prepare_splits, write_parquet
 
 
 def main() -> None:

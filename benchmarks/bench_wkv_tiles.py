@@ -44,8 +44,8 @@ from aegir.model.ops import wkv as wkv_module
 from aegir.train.step import OneThreadWorkers, ShardedStep, whole_batch_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_phase1 import batch_of, load_average  # noqa: E402  (the same batch as the Phase 1 benchmark)
-from bench_wkv import make_inputs  # noqa: E402  (the same RWKV-7-shaped op inputs)
+from bench_phase1 import batch_of, load_average
+from bench_wkv import make_inputs
 
 ONE_TILE = 1 << 40  # TILE_MATRICES past any batch: the whole batch is one tile
 default_tiles = wkv_module.TILE_MATRICES

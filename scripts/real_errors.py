@@ -21,11 +21,11 @@ from aegir.config import load_params
 from aegir.data.dataset import load_examples
 from aegir.data.prepared import read_split, tables_from_arrow
 from aegir.errors import AegirError
+from aegir.eval import baselines
 from aegir.eval.grouped import split_reads
 from aegir.eval.metrics import confusions
 from aegir.eval.predict import gold_and_predicted, predict
 from aegir.inference import load_for_inference
-from aegir.stages import baselines
 
 
 def baseline_confusions(data: Path, split: str, params_path: str) -> dict[str, dict]:

@@ -3,7 +3,7 @@
     accelerate launch --config_file workflow/accelerate/cpu.yaml --multi_gpu --num_processes 2 \
         tests/phase3_two_processes.py OUT_DIR
 
-Each process builds the same tiny orchestrator and runs `aegir.stages.phase3.train_run` on its
+Each process builds the same tiny orchestrator and runs `aegir.rl.parl_training.train_run` on its
 share of every batch with its own draws (gloo on the CPU, as workflow/accelerate/gpu.yaml runs
 NCCL on GPUs). Only the averaged gradients tie the processes together, so they end with the same
 weights only if the averaging works. The main process writes OUT_DIR/digests.json: the sha256
@@ -21,13 +21,13 @@ import torch
 import yaml
 from accelerate import Accelerator
 from accelerate.utils import gather_object
-from conftest import ROOT, TINY_PARAMS_OVERRIDE, deep_update
-from test_swarm import open_gates, orchestrator
 
 from aegir.config import SyntheticConfig, parse_params
 from aegir.data.dataset import examples_from_tables
 from aegir.data.synth import generate_table
-from aegir.stages.phase3 import train_run
+from aegir.rl.parl_training import train_run
+from conftest import ROOT, TINY_PARAMS_OVERRIDE, deep_update
+from test_swarm import open_gates, orchestrator
 
 STEPS = 4
 

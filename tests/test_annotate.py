@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_swarm import open_gates, orchestrator
 
 from aegir.annotate import Failure, annotate_files, column_rows, find_tables, rows_bytes
 from aegir.config import PrepareConfig
@@ -22,6 +21,7 @@ from aegir.orchestrator.checkpoint import save_orchestrator
 from aegir.swarm.model import Swarm, save_swarm
 from aegir.swarm.policy import SpawnPolicy, spawn_options
 from aegir.swarm.spawn import SwarmMerge, family_of_labels
+from test_swarm import open_gates, orchestrator
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -8,9 +8,9 @@ import pytest
 
 from aegir.config import PrepareConfig, SyntheticConfig
 from aegir.data.augment import table_view, table_views
+from aegir.data.prepare import with_training_views
 from aegir.data.synth import generate_split
 from aegir.data.table import Table
-from aegir.stages.prepare import with_training_views
 
 TABLES = generate_split(SyntheticConfig(train_tables=30, min_rows=5, max_rows=12), "train")
 

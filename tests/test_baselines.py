@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import TINY_PARAMS_OVERRIDE
 
 from aegir.config import parse_params
+from aegir.data.prepare import prepare_dataset
 from aegir.errors import AegirError
-from aegir.stages.baselines import run
-from aegir.stages.prepare import run as prepare_run
+from aegir.eval.baselines import baseline_scores
+from conftest import TINY_PARAMS_OVERRIDE
 
 
 @pytest.fixture(scope="module")
@@ -17,14 +17,14 @@ def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("baselines")
     params = parse_params({k: v for k, v in TINY_PARAMS_OVERRIDE.items()
                            if k in ("synthetic", "prepare", "baselines")})
-    prepare_run(params, root / "data", root / "stats.json")
+    prepare_dataset(params, root / "data", root / "stats.json")
     return params.baselines, root / "data"
 
 
 def test_two_processes_give_the_figures_of_one(setup):
     cfg, data = setup
-    one = run(cfg, data, processes=1)
-    two = run(cfg, data, processes=2)
+    one = baseline_scores(cfg, data, processes=1)
+    two = baseline_scores(cfg, data, processes=2)
     assert one == two
     assert set(one) == {"cta", "cpa"} and 0 < one["cta"]["test"]["micro_f1"] <= 100
 
@@ -32,7 +32,7 @@ def test_two_processes_give_the_figures_of_one(setup):
 def test_a_missing_data_directory_is_an_aegir_error_from_the_worker(setup, tmp_path):
     cfg, _ = setup
     with pytest.raises(AegirError, match="nowhere"):
-        run(cfg, tmp_path / "nowhere", processes=2)
+        baseline_scores(cfg, tmp_path / "nowhere", processes=2)
 
 
 def test_train_scores_from_the_fit_matrix_equal_a_second_vectorizing(setup):
@@ -40,7 +40,7 @@ def test_train_scores_from_the_fit_matrix_equal_a_second_vectorizing(setup):
     documents again, predicts the same labels."""
     from aegir.config import TRAIN_SPLIT
     from aegir.data.prepared import read_split, tables_from_arrow
-    from aegir.stages.baselines import fit, labelled_columns
+    from aegir.eval.baselines import fit, labelled_columns
 
     cfg, data = setup
     docs, labels = labelled_columns(tables_from_arrow(read_split(data, TRAIN_SPLIT)), "cta", cfg.max_cells)
@@ -66,7 +66,7 @@ DOCS = [
 def test_wordwise_vectorizer_equals_scikit_learns_bit_for_bit(max_features, ngram_range):
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    from aegir.stages.baselines import WordwiseTfidfVectorizer
+    from aegir.eval.baselines import WordwiseTfidfVectorizer
 
     settings = dict(analyzer="char_wb", ngram_range=ngram_range, max_features=max_features,
                     sublinear_tf=True, dtype=np.float32)

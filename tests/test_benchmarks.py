@@ -8,10 +8,10 @@ import math
 
 import pytest
 import torch
-from conftest import load_benchmark
 
 from aegir.model.ops import wkv as wkv_module
 from aegir.model.ops import wkv_cpu
+from conftest import load_benchmark
 
 load = load_benchmark
 
@@ -34,7 +34,7 @@ def test_wkv_tiles_benchmark_finds_every_way_bit_equal(tmp_path, capsys):
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("op,", "step,"))]
     assert [row.split(",")[0] for row in rows] == ["op", "op", "step", "step", "step"]
     assert all(row.endswith("True") for row in rows), rows
-    assert wkv_module.TILE_MATRICES == default
+    assert default == wkv_module.TILE_MATRICES
 
 
 def test_phase1_benchmark_times_every_path_and_the_kernel(tmp_path, capsys):
@@ -108,13 +108,12 @@ def test_wkv_benchmark_prints_every_path_and_the_ema(capsys):
 
 def test_baselines_benchmark_compares_equal_matrices(tmp_path, capsys):
     """bench_baselines on a tiny prepared benchmark: both vectorizers run and agree bit for bit."""
+    from aegir.config import parse_params
+    from aegir.data.prepare import prepare_dataset
     from conftest import TINY_PARAMS_OVERRIDE
 
-    from aegir.config import parse_params
-    from aegir.stages.prepare import run as prepare_run
-
     sections = {k: v for k, v in TINY_PARAMS_OVERRIDE.items() if k in ("synthetic", "prepare", "baselines")}
-    prepare_run(parse_params(sections), tmp_path / "data", tmp_path / "stats.json")
+    prepare_dataset(parse_params(sections), tmp_path / "data", tmp_path / "stats.json")
     (tmp_path / "params.yaml").write_text(json.dumps(sections))
     result = load("bench_baselines").main(["--data", str(tmp_path / "data"), "--params", str(tmp_path / "params.yaml"),
                                            "--task", "cpa"])
@@ -152,6 +151,7 @@ def test_annotate_benchmark_times_every_checkpoint_kind_and_one_process_per_tabl
     """bench_annotate on tiny params: untrained checkpoints built for the three kinds (none under
     --models), a folder of synthetic tables annotated by each, and one table in its own process."""
     import yaml
+
     from conftest import ROOT, TINY_PARAMS_OVERRIDE, deep_update
 
     params = deep_update(yaml.safe_load((ROOT / "params.yaml").read_text()), TINY_PARAMS_OVERRIDE)

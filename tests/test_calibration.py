@@ -7,7 +7,10 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
 import shutil
+import subprocess
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -15,10 +18,11 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import TINY_PARAMS_OVERRIDE
 
+from aegir.calibration import StoredTargets, calibrate_checkpoints, checkpoint_targets
 from aegir.cli import main
 from aegir.config import PrepareConfig, parse_params
+from aegir.data.prepare import prepare_dataset
 from aegir.eval.calibration import (
     Scored,
     coverage_curve,
@@ -32,13 +36,14 @@ from aegir.eval.calibration import (
     temper_prediction,
     temperatures_for,
 )
+from aegir.eval.calibration_report import STORED, calibrate_checkpoint, evaluation_splits, summary_lines
 from aegir.eval.joint import label_repeats
 from aegir.eval.predict import TablePrediction
+from aegir.inference import evaluate_checkpoint
 from aegir.labels import label_counts
 from aegir.model.checkpoint import checkpoint_fingerprint, save_checkpoint
 from aegir.model.network import AegirModel, preset
-from aegir.stages import calibrate as stage
-from aegir.stages.prepare import run as prepare_run
+from conftest import ROOT, TINY_PARAMS_OVERRIDE
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -137,7 +142,7 @@ def tiny(tmp_path_factory) -> dict[str, Path]:
     whole tables, one in column groups of 4, two views, labels decoded jointly."""
     root = tmp_path_factory.mktemp("calibration")
     params = parse_params({k: v for k, v in TINY_PARAMS_OVERRIDE.items() if k in ("synthetic", "prepare")})
-    prepare_run(params, root / "prepared", root / "stats.json")
+    prepare_dataset(params, root / "prepared", root / "stats.json")
     (root / "data").mkdir()  # the two splits the stage needs, for speed: it scores every split it finds
     for split in ("valid", "real"):
         shutil.copy(root / "prepared" / f"{split}.parquet", root / "data" / f"{split}.parquet")
@@ -157,12 +162,19 @@ def digest(root: Path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_the_stage_writes_the_same_bytes_twice_and_its_accuracy_is_the_scored_f1(tiny, tmp_path):
-    from aegir.inference import evaluate_checkpoint
+def calibrate_stage(*args: str | Path) -> subprocess.CompletedProcess:
+    """The calibrate stage run as dvc.yaml runs it, in a fresh interpreter (nothing outside
+    aegir/stages imports a stage)."""
+    return subprocess.run([sys.executable, "-m", "aegir.stages.calibrate", *map(str, args)], capture_output=True,
+                          text=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
 
+
+def test_the_stage_writes_the_same_bytes_twice_and_its_accuracy_is_the_scored_f1(tiny, tmp_path):
     args = ["--data", str(tiny["data"]), "--checkpoint", str(tiny["plain"]), "--checkpoint", str(tiny["joint"])]
-    assert stage.main(args + ["--out", str(tmp_path / "a")]) == 0
-    assert stage.main(args + ["--out", str(tmp_path / "b")]) == 0
+    for out in ("a", "b"):
+        proc = calibrate_stage(*args, "--out", tmp_path / out)
+        assert proc.returncode == 0, proc.stderr
+        assert f"calibrate: {tiny['joint'].as_posix()} CPA: T=" in proc.stdout
     first = digest(tmp_path / "a")
     assert set(first) == {"calibration.json", "figures/reliability.png", "figures/coverage.png"}
     assert first == digest(tmp_path / "b")
@@ -188,10 +200,9 @@ def test_the_stage_writes_the_same_bytes_twice_and_its_accuracy_is_the_scored_f1
 
 
 def test_the_stage_names_missing_data(tmp_path, tiny):
-    with pytest.raises(SystemExit) as exit_info:
-        stage.main(["--data", str(tmp_path / "nothing"), "--checkpoint", str(tiny["plain"]),
-                    "--out", str(tmp_path / "out")])
-    assert exit_info.value.code == 2 and not (tmp_path / "out").exists()
+    proc = calibrate_stage("--data", tmp_path / "nothing", "--checkpoint", tiny["plain"], "--out", tmp_path / "out")
+    assert proc.returncode == 2 and not (tmp_path / "out").exists()
+    assert f"calibrate: error: {tmp_path / 'nothing'}" in proc.stderr, proc.stderr
 
 
 def invoke(*args):
@@ -296,8 +307,6 @@ def stored(tiny) -> dict:
     re-scoring computes (the same forward on the same batches): what the stages store, up to
     the float rounding of their batches."""
     import pyarrow.parquet as pq
-    from test_swarm import open_gates
-    from test_swarm import tiny as trained_tiny
 
     from aegir.data.dataset import load_examples
     from aegir.data.prepared import read_split, split_path, tables_from_arrow
@@ -310,12 +319,14 @@ def stored(tiny) -> dict:
     from aegir.swarm.model import Swarm, load_swarm, save_swarm
     from aegir.swarm.policy import SpawnPolicy, spawn_options
     from aegir.swarm.spawn import SwarmMerge, family_of_labels
+    from test_swarm import open_gates
+    from test_swarm import tiny as trained_tiny
 
     root, data = tiny["root"] / "stored", tiny["root"] / "prepared4"
     data.mkdir()
     for path in sorted((tiny["root"] / "prepared").glob("*.parquet")):
         pq.write_table(pq.read_table(path).slice(0, 4), data / path.name)
-    splits = stage.evaluation_splits(data)
+    splits = evaluation_splits(data)
     prepare = asdict(PrepareConfig(byte_budget=512, max_rows=6))
     reading = {"columns": 4, "views": 2, "joint_cta": 0.05, "joint_cpa": 0.2}
     examples = {split: load_examples(data, split) for split in splits}
@@ -389,13 +400,13 @@ def test_the_stored_distributions_give_the_targets_re_scoring_gives(stored, kind
     recorded joint decoding chose, the swarm's merged distributions (and, where it spawned
     nothing, the orchestrator's reading itself)."""
     data, checkpoint = stored["data"], stored[kind]
-    splits = stage.evaluation_splits(data)
+    splits = evaluation_splits(data)
     assert len(splits) == 7
-    taken, source = stage.StoredTargets(data).targets(checkpoint, splits)
-    assert source == stage.STORED
-    rescored = stage.checkpoint_targets(checkpoint, data, splits)
+    taken, source = StoredTargets(data).targets(checkpoint, splits)
+    assert source == STORED
+    rescored = checkpoint_targets(checkpoint, data, splits)
     assert_same_targets({split: taken[split] for split in splits}, rescored)
-    assert stage.calibrate_checkpoint(taken) == stage.calibrate_checkpoint(rescored)
+    assert calibrate_checkpoint(taken) == calibrate_checkpoint(rescored)
     if kind == "swarm":  # both kinds of table: spawned on (merged), and left as the orchestrator read it
         assert 0 < sum(1 for n in stored["spawned"] if n) < len(stored["spawned"])
 
@@ -418,7 +429,7 @@ def rewrite_store(directory: Path, splits: tuple[str, ...] | None = None, **chan
               metadata={METADATA_KEY: json.dumps(metadata, sort_keys=True)})
 
 
-def test_the_stage_says_where_the_distributions_came_from_and_falls_back_to_re_scoring(stored, tmp_path, capsys):
+def test_the_stage_says_where_the_distributions_came_from_and_falls_back_to_re_scoring(stored, tmp_path):
     """A store that does not match (other settings, other reads of a split) is not taken: those
     splits are re-scored, with the same figures, and calibration.json and the printout say so."""
     from aegir.eval.reads import READS_FILE
@@ -428,13 +439,13 @@ def test_the_stage_says_where_the_distributions_came_from_and_falls_back_to_re_s
     rewrite_store(copies["other"], reading={"columns": 5, "views": 2, "joint_cta": 0.05, "joint_cpa": 0.2})
     rewrite_store(copies["partial"], ("valid", "real"))
     (copies["bare"] / READS_FILE).unlink()
-    taken, _ = stage.StoredTargets(data).targets(stored["grouped"], stage.evaluation_splits(data))
-    expected = stage.calibrate_checkpoint(taken)
+    taken, _ = StoredTargets(data).targets(stored["grouped"], evaluation_splits(data))
+    expected = calibrate_checkpoint(taken)
 
-    args = ["--data", str(data), "--out", str(tmp_path / "out"), "--checkpoint", str(stored["grouped"])]
-    assert stage.main(args + [arg for path in copies.values() for arg in ("--checkpoint", str(path))]) == 0
-    printed = capsys.readouterr().out
-    content = json.loads((tmp_path / "out" / "calibration.json").read_text())["checkpoints"]
+    calibration = calibrate_checkpoints(data, {Path(path).as_posix(): Path(path).as_posix()
+                                               for path in (stored["grouped"], *copies.values())})
+    printed = "\n".join(summary_lines(calibration))
+    content = calibration["checkpoints"]
     assert {Path(path).name: entry["distributions"] for path, entry in content.items()} == {
         "grouped": "stored",
         "other": f"re-scored: {copies['other'] / READS_FILE}: computed with another reading",
@@ -447,5 +458,5 @@ def test_the_stage_says_where_the_distributions_came_from_and_falls_back_to_re_s
     assert f"calibrate: {copies['bare'].as_posix()}: re-scored: no {READS_FILE}" in printed
     # a directory without every prepared split holds no stage's reads: re-scored, said so
     two_splits = stored["data"].parent / "data"
-    taken, source = stage.StoredTargets(two_splits).targets(stored["grouped"], ["valid", "real"])
+    taken, source = StoredTargets(two_splits).targets(stored["grouped"], ["valid", "real"])
     assert taken == {} and source.startswith(f"re-scored: {two_splits} does not hold every prepared split")

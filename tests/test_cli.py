@@ -18,13 +18,13 @@ import pytest
 import torch
 import zstandard
 from click.testing import CliRunner
-from conftest import BIN, ROOT, TINY_PARAMS_OVERRIDE, good_table, sotab_dir, tool_env
 
 from aegir.cli import main
 from aegir.config import PrepareConfig, parse_params
+from aegir.data.prepare import prepare_dataset
 from aegir.model.checkpoint import save_checkpoint
 from aegir.model.network import AegirModel, preset
-from aegir.stages.prepare import run as prepare_run
+from conftest import BIN, ROOT, TINY_PARAMS_OVERRIDE, good_table, sotab_dir, tool_env
 
 CSV = "hotel,phone,zip\nHotel Adlon,+49 30 22610,01234\nThe Ritz,+44 20 7493 8181,W1J 9BR\n"
 
@@ -43,7 +43,7 @@ def checkpoint(tmp_path_factory):
 def prepared(tmp_path_factory):
     root = tmp_path_factory.mktemp("prepared")
     params = parse_params({k: v for k, v in TINY_PARAMS_OVERRIDE.items() if k in ("synthetic", "prepare")})
-    prepare_run(params, root / "data", root / "stats.json")
+    prepare_dataset(params, root / "data", root / "stats.json")
     return root / "data"
 
 

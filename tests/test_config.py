@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from conftest import ROOT
 
 from aegir.config import SOURCE_SPLITS, load_params, parse_params
 from aegir.errors import ConfigError
+from conftest import ROOT
 
 
 def test_project_params_parse():

@@ -104,9 +104,8 @@ def test_phase3_and_phase4_sampling_on_cuda_draws_what_the_cpu_draws():
 def test_phase3_scoring_on_cuda_equals_the_cpu_scoring():
     # every variant Phase 3 scores (fused, control, phase1, ensemble, specialists), batches moved to
     # the models' device; the 2026-11-26 GPU run failed here before the batches were moved
+    from aegir.orchestrator.evaluation import measure_survival, predict_variants, stage_seconds
     from test_swarm import scoring_models
-
-    from aegir.stages.phase3 import measure_survival, predict_variants, stage_seconds
 
     fused, control, primary, examples = scoring_models()
     cpu = predict_variants(fused, control, primary, examples, batch_size=2)

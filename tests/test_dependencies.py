@@ -11,7 +11,6 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
 
 from aegir.pipeline import (
     accelerate_config,
@@ -21,6 +20,7 @@ from aegir.pipeline import (
     stage_module,
     uncovered_deps,
 )
+from conftest import ROOT
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from aegir.orchestrator.ensemble import all_routings, routed_argmax, routing_index
 from aegir.orchestrator.router import SpecialistRouter
 from aegir.rl.checks import routing_patterns
 from aegir.rl.rewards import (
@@ -17,12 +18,7 @@ from aegir.rl.rewards import (
     r_parallel,
     r_perf,
 )
-from aegir.stages.phase2 import (
-    BatchAnnotations,
-    all_routings,
-    routed_argmax,
-    routing_index,
-)
+from aegir.rl.routed_rewards import BatchAnnotations
 
 META = torch.device("meta")
 

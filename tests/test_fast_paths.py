@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
-from test_step import synthetic_batch
 
 from aegir.model.network import AegirModel, preset
 from aegir.model.ops.wkv import _unit_lower_inverse
@@ -23,6 +22,7 @@ from aegir.model.rwkv import (
     squared_relu,
 )
 from aegir.train.step import whole_batch_step
+from test_step import synthetic_batch
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_swarm import tiny
 
 from aegir.config import PrepareConfig, SyntheticConfig, parse_params
 from aegir.data.dataset import examples_from_tables
@@ -25,6 +24,7 @@ from aegir.eval.predict import TablePrediction, predict
 from aegir.inference import Annotator, _reading_of
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.orchestrator.model import build_orchestrator
+from test_swarm import tiny
 
 PREPARE = PrepareConfig(byte_budget=256, max_rows=6)
 WHERE = Path("tests")

@@ -25,7 +25,7 @@ LAYERS = (
     {"orchestrator"},  # Phase 3's model: router, fusion, specialists, alignment
     {"swarm"},  # Phase 4: sub-tasks, policy, merge, the trained swarm
     {"rl"},  # rewards, checks, PPO, the Phase 3 and Phase 4 updates
-    {"inference", "annotate"},
+    {"inference", "annotate", "calibration"},  # using trained checkpoints
     {"stages"},
     {"pipeline", "cli"},
 )
@@ -87,6 +87,11 @@ def test_every_package_has_a_layer_and_imports_only_below_it():
     modules = {p.stem for p in (SRC / "aegir").glob("*.py") if p.stem != "__init__"}
     assert packages | modules == set(LAYER_OF), "LAYERS must name every package and top-level module of aegir"
     assert not layer_violations(SRC), "\n".join(layer_violations(SRC))
+
+
+def test_nothing_outside_the_stages_imports_a_stage():
+    roots = [SRC, ROOT / "tests", ROOT / "scripts", ROOT / "benchmarks"]
+    assert not stage_importers(roots), "\n".join(stage_importers(roots))
 
 
 @pytest.mark.parametrize("source, expected", [

@@ -7,7 +7,6 @@ import json
 
 import pytest
 import torch
-from test_model import TABLES, make_batch
 
 from aegir.errors import ConfigError
 from aegir.model.checkpoint import load_checkpoint, save_checkpoint
@@ -19,6 +18,7 @@ from aegir.model.ngram import (
     ngram_buckets_reference,
     ngram_keys,
 )
+from test_model import TABLES, make_batch
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

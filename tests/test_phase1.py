@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from safetensors.torch import load_file
+
+from aegir.eval.reads import READS_FILE
 from conftest import (
     BIN,
     ROOT,
@@ -20,9 +23,6 @@ from conftest import (
     kill_at_saved_step,
     tool_env,
 )
-from safetensors.torch import load_file
-
-from aegir.eval.reads import READS_FILE
 
 pytestmark = pytest.mark.e2e
 
@@ -47,7 +47,7 @@ def test_an_agent_capped_at_n_train_tables_reads_the_first_n_of_its_domains(tiny
     from aegir.config import AgentConfig
     from aegir.data.dataset import load_examples
     from aegir.errors import DataError
-    from aegir.stages.phase1 import training_examples
+    from aegir.train.supervised import training_examples
 
     data = tiny_setup / "data"
     every = load_examples(data, "train")
@@ -69,7 +69,7 @@ def test_a_specialist_reads_its_domains_of_specialist_train_which_the_primary_ne
     from aegir.config import AgentConfig
     from aegir.data.dataset import load_examples
     from aegir.errors import DataError
-    from aegir.stages.phase1 import training_examples
+    from aegir.train.supervised import training_examples
 
     data = tiny_setup / "data"
     train, extra = load_examples(data, "train"), load_examples(data, "specialist_train")
@@ -95,8 +95,8 @@ def test_a_specialist_starts_from_the_primary_and_is_scored_beside_it(tiny_setup
 
     from aegir.config import AgentConfig, load_params
     from aegir.eval.joint import repeats_of
+    from aegir.eval.phase1 import final_scores
     from aegir.model.checkpoint import checkpoint_fingerprint, load_checkpoint
-    from aegir.stages.phase1 import final_scores
 
     root = tiny_setup
     models = root / "spec" / "models"
@@ -265,7 +265,7 @@ def test_two_processes_agree_with_one(tiny_setup):
     two = load_file(str(tiny_setup / "two/model/model.safetensors"))
     from aegir.config import load_params
     from aegir.model.network import AegirModel
-    from aegir.stages.phase1 import model_config
+    from aegir.train.setup import model_config
 
     torch.manual_seed(0)
     init = AegirModel(model_config(load_params(tiny_setup / "params.yaml"), "tiny")).state_dict()

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import random
+import runpy
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,15 +23,14 @@ import yaml
 
 from aegir.config import load_params, parse_params
 from aegir.data.dataset import load_examples
+from aegir.data.prepare import tables_to_arrow, write_parquet
 from aegir.data.table import Table
 from aegir.errors import AegirError, ConfigError
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.checkpoint import save_checkpoint
 from aegir.model.network import PRESETS, AegirModel, preset
 from aegir.orchestrator import ensemble
-from aegir.rl import checks
-from aegir.stages import phase2
-from aegir.stages.prepare import tables_to_arrow, write_parquet
+from aegir.rl import checks, reward_study, routed_rewards
 
 PHASE2 = {"batches": 2, "batch_size": 4, "rollouts": 8, "ascent_steps": 12, "ascent_lr": 0.2,
           "corruption_levels": [0.0, 0.25, 0.5, 1.0]}
@@ -101,9 +102,13 @@ def setup(tmp_path_factory) -> Path:
 
 
 def run_stage(root: Path, out: str) -> tuple[int, dict]:
-    code = phase2.main(["--params", str(root / "params.yaml"), "--data", str(root / "data"),
-                        "--models", str(root / "models"), "--out", str(root / out)])
-    return code, json.loads((root / out / "report.json").read_text())
+    """`python -m aegir.stages.phase2` run in this process, so that a test's monkeypatch reaches it."""
+    argv = ["phase2", "--params", str(root / "params.yaml"), "--data", str(root / "data"),
+            "--models", str(root / "models"), "--out", str(root / out)]
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(SystemExit) as exited:
+        patch.setattr(sys, "argv", argv)
+        runpy.run_module("aegir.stages.phase2", run_name="__main__")
+    return exited.value.code, json.loads((root / out / "report.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -143,8 +148,8 @@ def test_lambda_changes_reach_the_report(setup, first_run, tmp_path):
     raw["lambda"] = {"early": 0.2}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw))
     params = load_params(tmp_path / "params.yaml")
-    primary, specialists = phase2.load_agents(params, setup / "models")
-    changed = phase2.run(params, primary, specialists, load_examples(setup / "data", "valid"))
+    primary, specialists = reward_study.load_agents(params, setup / "models")
+    changed = reward_study.run(params, primary, specialists, load_examples(setup / "data", "valid"))
     original = first_run[1]
     assert changed["lambda"]["schedule"]["p000"]["lambda1"] == 0.2
     assert changed["lambda"]["schedule"]["p000"]["reward_mean"] != original["lambda"]["schedule"]["p000"]["reward_mean"]
@@ -157,7 +162,7 @@ def test_a_reward_that_pays_for_activations_fails_the_stage(setup, monkeypatch, 
     def pays_for_activations(activation_mask, gate_prob, target_share, balance_weight=0.5):
         return activation_mask.float().mean(-1)  # in range, finite, and exactly what the design forbids
 
-    monkeypatch.setattr(phase2, "r_parallel", pays_for_activations)
+    monkeypatch.setattr(routed_rewards, "r_parallel", pays_for_activations)
     monkeypatch.setattr(checks, "r_parallel", pays_for_activations)
     code, report = run_stage(setup, "broken")
     assert code == 1 and not report["passed"]
@@ -178,11 +183,11 @@ def test_missing_specialists_and_small_split_are_clear_errors(setup, tmp_path):
     raw = tiny_params()
     raw["specialists"] = {}
     with pytest.raises(ConfigError, match="at least one specialist"):
-        phase2.load_agents(parse_params(raw), setup / "models")
+        reward_study.load_agents(parse_params(raw), setup / "models")
     params = parse_params(tiny_params(batch_size=64))
-    primary, specialists = phase2.load_agents(params, setup / "models")
+    primary, specialists = reward_study.load_agents(params, setup / "models")
     with pytest.raises(AegirError, match="batch_size"):
-        phase2.run(params, primary, specialists, load_examples(setup / "data", "valid"))
+        reward_study.run(params, primary, specialists, load_examples(setup / "data", "valid"))
 
 
 
@@ -194,8 +199,8 @@ def test_routed_annotation_equals_a_loop_over_tables():
     A, B, C, K = 4, 5, 3, 7  # primary + 3 specialists
     probs = torch.rand(A, B, C, K, generator=g).softmax(-1)
     table = ensemble.routed_argmax(probs)  # (2^S, B, C)
-    annotations = phase2.BatchAnnotations(column_mask=torch.ones(B, C, dtype=torch.bool), cta_gold=None,
-                                          cpa_gold=None, features=None, routed_cta=table, routed_cpa=table)
+    annotations = routed_rewards.BatchAnnotations(column_mask=torch.ones(B, C, dtype=torch.bool), cta_gold=None,
+                                                  cpa_gold=None, features=None, routed_cta=table, routed_cpa=table)
     assert annotations.num_specialists == 3
     for _ in range(10):
         mask = torch.rand(B, A - 1, generator=g) < 0.5
@@ -219,14 +224,14 @@ def test_expected_value_equals_the_sum_over_routings():
             for s, on in enumerate(routing):
                 prob *= float(scores[n, s]) if on else 1.0 - float(scores[n, s])
             total += prob * float(table[n, j])
-    assert phase2.expected_value(table, scores) == pytest.approx(total / N, abs=1e-9)
+    assert routed_rewards.expected_value(table, scores) == pytest.approx(total / N, abs=1e-9)
     assert ensemble.routing_index(ensemble.all_routings(S)).tolist() == list(range(2**S))
 
 
 def test_group_baseline_gives_zero_gradient_to_a_reward_that_ignores_routing():
     g = torch.Generator().manual_seed(2)
     h = torch.randn(8, 6, generator=g)
-    router = phase2.seeded_router(6, 3, 0.5, g)
+    router = routed_rewards.seeded_router(6, 3, 0.5, g)
     per_table = torch.rand(8, generator=g)  # differs per table, whatever the routing
     ignores = checks.policy_gradient_norm(router, h, lambda m, p: per_table, g, rollouts=4)
     assert ignores["finite"] and ignores["grad_norm"] == 0.0
@@ -240,21 +245,23 @@ def test_gradient_check_asks_for_a_signal_somewhere_in_the_ascent():
     """A sampled gradient can be exactly zero at one step by chance (every rollout of the few
     tables whose reward depends on the routing scoring alike); the check fails only when it is
     zero at every step, or not finite at any."""
-    assert phase2._gradient_check({"grad_norm": [0.0, 0.0, 0.3], "grad_finite": True})["ok"]
-    assert phase2._gradient_check({"grad_norm": [0.0, 0.0, 0.3], "grad_finite": True})["grad_norm"] == 0.0
-    assert not phase2._gradient_check({"grad_norm": [0.0, 0.0, 0.0], "grad_finite": True})["ok"]
-    assert not phase2._gradient_check({"grad_norm": [0.2, float("nan")], "grad_finite": True})["ok"]
-    assert not phase2._gradient_check({"grad_norm": [0.2, 0.1], "grad_finite": False})["ok"]
+    assert reward_study._gradient_check({"grad_norm": [0.0, 0.0, 0.3], "grad_finite": True})["ok"]
+    assert reward_study._gradient_check({"grad_norm": [0.0, 0.0, 0.3], "grad_finite": True})["grad_norm"] == 0.0
+    assert not reward_study._gradient_check({"grad_norm": [0.0, 0.0, 0.0], "grad_finite": True})["ok"]
+    assert not reward_study._gradient_check({"grad_norm": [0.2, float("nan")], "grad_finite": True})["ok"]
+    assert not reward_study._gradient_check({"grad_norm": [0.2, 0.1], "grad_finite": False})["ok"]
     g = torch.Generator().manual_seed(3)
     h = torch.randn(8, 6, generator=g)
     per_table = torch.rand(8, generator=g)
     ignores = checks.router_ascent(h, lambda m, p: per_table, num_specialists=3, steps=5, lr=0.1,
                                    generator=g, init_bias=0.0, rollouts=4)
-    assert not phase2._gradient_check(ignores)["ok"]  # a reward the routing cannot move: zero throughout
-    one_table = lambda m, p: torch.where(torch.arange(8) == 0, m[:, 0].float(), torch.zeros(8))
+    assert not reward_study._gradient_check(ignores)["ok"]  # a reward the routing cannot move: zero throughout
+    def one_table(m, p):
+        return torch.where(torch.arange(8) == 0, m[:, 0].float(), torch.zeros(8))
+
     moves = checks.router_ascent(h, one_table, num_specialists=3, steps=5, lr=0.1, generator=g, init_bias=0.0,
                                  rollouts=4)
-    assert phase2._gradient_check(moves)["ok"]
+    assert reward_study._gradient_check(moves)["ok"]
 
 
 @pytest.mark.parametrize("S", [1, 2, 3])
@@ -272,6 +279,6 @@ def test_confidence_must_bracket_the_target_share(setup):
     raw = tiny_params(confidence=0.7)
     raw["rewards"] = {"target_share": 0.2}  # always-off gates of 0.3 would be above the target
     params = parse_params(raw)
-    primary, specialists = phase2.load_agents(params, setup / "models")
+    primary, specialists = reward_study.load_agents(params, setup / "models")
     with pytest.raises(ConfigError, match=r"phase2\.confidence"):
-        phase2.run(params, primary, specialists, [])
+        reward_study.run(params, primary, specialists, [])

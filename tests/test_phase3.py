@@ -13,6 +13,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
+
+from aegir.config import load_params
+from aegir.eval.reads import READS_FILE
+from aegir.rl.rewards import LambdaSchedule
 from conftest import (
     BIN,
     ROOT,
@@ -21,10 +25,6 @@ from conftest import (
     kill_at_saved_step,
     tool_env,
 )
-
-from aegir.config import load_params
-from aegir.eval.reads import READS_FILE
-from aegir.rl.rewards import LambdaSchedule
 
 pytestmark = pytest.mark.e2e
 
@@ -90,7 +90,7 @@ def test_two_runs_are_byte_identical_and_report_every_variant(tiny_phase1, tmp_p
     taken = json.loads((tiny_phase1 / "a/metrics/timing.json").read_text())["phase1_reads"]
     assert taken == {"phase1": "stored", "primary": "stored", "places": "stored", "media": "stored"}
     redone = json.loads((other / "b/metrics/timing.json").read_text())["phase1_reads"]
-    assert redone == {name: f"no {READS_FILE}" for name in taken}
+    assert redone == dict.fromkeys(taken, f"no {READS_FILE}")
     scores = json.loads((tiny_phase1 / "a/metrics/scores.json").read_text())
     for variant in ("phase1", "control", "fused", "ensemble"):
         for task in ("cta", "cpa"):
@@ -371,9 +371,9 @@ def test_phase4_trains_on_policy_train_and_the_wide_train_split(tiny_phase1):
     from aegir.labels import cta_vocab
     from aegir.orchestrator.checkpoint import load_orchestrator
     from aegir.orchestrator.specialist import load_agents
-    from aegir.stages.phase4 import load_training
     from aegir.swarm.model import Phase3Reading, phase3_readings
     from aegir.swarm.spawn import family_of_labels
+    from aegir.swarm.splits import load_training
 
     if not (tiny_phase1 / "a/model/model.safetensors").exists():
         run_module(tiny_phase1, *phase3_args("a"))

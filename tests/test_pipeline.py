@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from aegir.pipeline import dvc_stages
 from conftest import (
     deep_update,
     kill_at_saved_step,
@@ -20,8 +22,6 @@ from conftest import (
     run_tool,
     tool_env,
 )
-
-from aegir.pipeline import dvc_stages
 
 pytestmark = pytest.mark.e2e
 
@@ -377,9 +377,10 @@ def test_data_param_marks_prepare_and_every_dependent_changed(project):
 def test_dvc_repro_trains_the_models_before_the_baselines():
     # the budgets "through phase1" and "through phase3" count from the run's start
     # (docs/results.md): the baselines, which only `report` reads, run after the model stages
-    from conftest import ROOT
     from dvc.repo import Repo
     from dvc.repo.reproduce import plan_repro
+
+    from conftest import ROOT
 
     with Repo(str(ROOT)) as repo:
         order = [stage.addressing for stage in plan_repro(repo.index.graph)]

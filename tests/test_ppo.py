@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_model import make_batch
-from test_swarm import MORE_TABLES, open_gates, orchestrator
 
 from aegir.rl.parl import PARLSettings, collect_rollouts, rescore, token_loss
 from aegir.rl.ppo import (
@@ -16,6 +14,8 @@ from aegir.rl.ppo import (
     group_advantages,
 )
 from aegir.rl.rewards import RewardConfig
+from test_model import make_batch
+from test_swarm import MORE_TABLES, open_gates, orchestrator
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -188,9 +188,8 @@ def test_phase3_ce_takes_the_label_smoothing_and_the_rl_tokens_do_not():
 
 
 def test_control_without_specialists_has_no_routing():
-    from test_swarm import tiny
-
     from aegir.orchestrator.model import build_orchestrator
+    from test_swarm import tiny
 
     control = build_orchestrator(tiny(0), {})
     batch = make_batch(MORE_TABLES, **LABELLED)
@@ -218,7 +217,7 @@ def test_distinct_routings_forward_equals_k_separate_copies():
     slow = orch.primary.forward_from_encoded(repeat_batch(batch, K), select_encoded(encoded, rows), state)
     g = torch.Generator().manual_seed(3)
     weights = torch.randn(slow.cta_logits.shape, generator=g)
-    params = [p for p in orch.trainable_parameters().values()]
+    params = list(orch.trainable_parameters().values())
 
     def grads(out):
         value = (out.cta_logits * weights).sum() + out.cpa_logits.sum() + out.ratio_loss
@@ -227,7 +226,7 @@ def test_distinct_routings_forward_equals_k_separate_copies():
     assert torch.allclose(fast.output.cta_logits, slow.cta_logits, atol=1e-5)
     assert torch.allclose(fast.output.cpa_logits, slow.cpa_logits, atol=1e-5)
     assert torch.allclose(fast.output.ratio_loss, slow.ratio_loss, atol=1e-6)
-    for a, b, p in zip(grads(fast.output), grads(slow), params):
+    for a, b in zip(grads(fast.output), grads(slow)):
         if a is None or b is None:
             assert a is None and b is None
             continue

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 import yaml
+
 from conftest import (
     ROOT,
     TINY_PARAMS_OVERRIDE,
@@ -73,11 +74,11 @@ def test_failure_keeps_previous_output_intact(tmp_path):
 
 def test_processes_and_chunks_change_no_byte(tmp_path):
     """prepare generates and serializes the synthetic splits in ranges, in worker processes
-    (aegir.stages.prepare.prepare_splits): the Parquet files are the same bytes whatever the
+    (aegir.data.prepare.prepare_splits): the Parquet files are the same bytes whatever the
     process count and range size, and the same as one piece per split; the tables too."""
     from aegir.config import PREPARED_SPLITS, parse_params
+    from aegir.data.prepare import prepare_splits, write_parquet
     from aegir.data.synth import generate_split
-    from aegir.stages.prepare import prepare_splits, write_parquet
 
     tiny = {k: v for k, v in TINY_PARAMS_OVERRIDE.items() if k in ("synthetic", "prepare")}
     params = parse_params(deep_update(tiny, {"synthetic": {

@@ -15,18 +15,10 @@ import pytest
 import torch
 import yaml
 from click.testing import CliRunner
-from conftest import (
-    BIN,
-    ROOT,
-    TINY_PARAMS_OVERRIDE,
-    deep_update,
-    good_table,
-    sotab_dir,
-    tool_env,
-)
 
 from aegir.cli import main
 from aegir.config import EVAL_SPLITS, PrepareConfig, parse_params
+from aegir.data.prepare import prepare_dataset, write_parquet
 from aegir.data.prepared import read_split, split_path
 from aegir.data.real import (
     COLUMNS_FILE,
@@ -40,12 +32,21 @@ from aegir.data.real import (
 from aegir.data.real.sources import chunk_rows
 from aegir.data.sotab import read_sotab
 from aegir.errors import DataError
+from aegir.eval.baselines import baseline_scores
+from aegir.eval.phase1 import train_agent
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.checkpoint import save_checkpoint
 from aegir.model.network import AegirModel, preset
-from aegir.stages import baselines, phase1
-from aegir.stages.prepare import run as prepare_run
-from aegir.stages.prepare import write_parquet
+from aegir.train.supervised import training_examples
+from conftest import (
+    BIN,
+    ROOT,
+    TINY_PARAMS_OVERRIDE,
+    deep_update,
+    good_table,
+    sotab_dir,
+    tool_env,
+)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,7 @@ def prepared(tmp_path_factory):
     """Tiny synthetic splits + the real split, as `prepare` writes them."""
     root = tmp_path_factory.mktemp("real_prepared")
     params = parse_params(deep_update(yaml.safe_load((ROOT / "params.yaml").read_text()), TINY_PARAMS_OVERRIDE))
-    stats = prepare_run(params, root / "data", root / "stats.json")
+    stats = prepare_dataset(params, root / "data", root / "stats.json")
     return root / "data", params, stats
 
 
@@ -231,7 +232,7 @@ def test_prepare_writes_the_real_split_beside_the_source_splits(prepared, tables
 def test_prepare_adds_the_real_split_to_a_sotab_source(tmp_path, tables):
     root = sotab_dir(tmp_path / "sotab", good_table())
     params = parse_params({"prepare": {"source": "sotab", "sotab_dir": str(root), "byte_budget": 512}})
-    stats = prepare_run(params, tmp_path / "data", tmp_path / "stats.json")
+    stats = prepare_dataset(params, tmp_path / "data", tmp_path / "stats.json")
     assert stats["splits"]["train"]["tables"] == 1
     assert stats["splits"]["real"]["tables"] == len(tables)
     assert split_path(tmp_path / "data", "real").is_file()
@@ -251,8 +252,8 @@ def with_other_real_split(data: Path, dest: Path) -> Path:
 def test_baselines_fit_on_train_only_and_report_real(prepared, tmp_path):
     data, params, _ = prepared
     other = with_other_real_split(data, tmp_path / "other")
-    metrics = baselines.run(params.baselines, data)
-    changed = baselines.run(params.baselines, other)
+    metrics = baseline_scores(params.baselines, data)
+    changed = baseline_scores(params.baselines, other)
     for task in ("cta", "cpa"):
         assert metrics[task]["real"]["support"] > 0
         assert metrics[task]["real"] != changed[task]["real"]  # the real split did change …
@@ -265,15 +266,15 @@ def test_phase1_never_trains_on_the_real_split_and_reports_it(prepared, tmp_path
     data, params, _ = prepared
     agent = params.agents["primary"]
     real_ids = set(read_split(data, "real").column("table_id").to_pylist())
-    trained_on = {e.table_id for e in phase1.training_examples(data, agent)}
+    trained_on = {e.table_id for e in training_examples(data, agent)}
     assert trained_on == set(read_split(data, "train").column("table_id").to_pylist())
     assert not trained_on & real_ids
 
     other = with_other_real_split(data, tmp_path / "other")
     runs = {}
     for name, folder in (("a", data), ("b", other)):
-        runs[name] = phase1.train("primary", params, folder, tmp_path / name / "model", tmp_path / name / "metrics",
-                                  tmp_path / name / "state")
+        runs[name] = train_agent("primary", params, folder, tmp_path / name / "model", tmp_path / name / "metrics",
+                                 tmp_path / name / "state")
     weights = [hashlib.sha256((tmp_path / n / "model/model.safetensors").read_bytes()).hexdigest() for n in "ab"]
     assert weights[0] == weights[1]  # a different real split: the very same trained weights
     for name in "ab":

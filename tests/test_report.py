@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
 
-from aegir.eval.report import collect, report_markdown, scaling_series
-from aegir.stages.report import main
+from aegir.eval.report import collect, report_figures, report_markdown, scaling_series
+from conftest import ROOT
 
 SPLITS = ("valid", "test", "corner_cases", "missing_values", "format_heterogeneity", "real")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -91,6 +90,13 @@ def argv(inputs: dict[str, Path], phase4: Path | None = None) -> list[str]:
     return args + ([f"--phase4={phase4}"] if phase4 else [])
 
 
+def report(args: list[str]) -> subprocess.CompletedProcess:
+    """The report stage run as dvc.yaml runs it, in a fresh interpreter (nothing outside
+    aegir/stages imports a stage)."""
+    return subprocess.run([sys.executable, "-m", "aegir.stages.report", *args], capture_output=True, text=True,
+                          cwd=ROOT)
+
+
 def png_size(data: bytes) -> tuple[int, int]:
     """(width, height) from a PNG's IHDR chunk, after checking the signature."""
     assert data[:8] == PNG_SIGNATURE and data[12:16] == b"IHDR"
@@ -102,8 +108,9 @@ def digest(directory: Path) -> dict[str, str]:
             for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
-def test_report_without_phase4(inputs, capsys):
-    assert main(argv(inputs)) == 0
+def test_report_without_phase4(inputs):
+    proc = report(argv(inputs))
+    assert proc.returncode == 0, proc.stderr
     out = inputs["out"]
     markdown = (out / "report.md").read_text()
     header = "| task | split | baseline (TF-IDF + LR) | Phase 1 primary | Phase 3 control | Phase 3 fused |"
@@ -121,7 +128,7 @@ def test_report_without_phase4(inputs, capsys):
     assert "`places` 0.25" in markdown
     metrics = json.loads((out / "gains.json").read_text())
     assert set(metrics) == {"fused_minus_control", "fused_minus_phase1", "fused_minus_baseline"}
-    assert metrics["fused_minus_control"]["cta"] == {split: 3.5 for split in SPLITS}
+    assert metrics["fused_minus_control"]["cta"] == dict.fromkeys(SPLITS, 3.5)
     assert metrics["fused_minus_baseline"]["cpa"]["real"] == 15.5
     figures = sorted(p.name for p in (out / "figures").iterdir())
     assert figures == ["f1_by_split.png", "routing_by_domain.png", "training_curves.png"]
@@ -130,14 +137,14 @@ def test_report_without_phase4(inputs, capsys):
         width, height = png_size(data)
         assert width >= 400 and height >= 300 and len(data) > 10_000
         assert f"](figures/{name})" in markdown
-    assert "fused − control micro-F1 (points): CTA test +3.5" in capsys.readouterr().out
+    assert "fused − control micro-F1 (points): CTA test +3.5" in proc.stdout
 
 
 def test_report_with_phase4_adds_its_rows_split_heatmap_and_scaling(inputs):
-    assert main(argv(inputs)) == 0
+    assert report(argv(inputs)).returncode == 0
     heatmap_without = png_size((inputs["out"] / "figures" / "routing_by_domain.png").read_bytes())
     phase4 = add_phase4(inputs["phase1"].parent)
-    assert main(argv(inputs, phase4)) == 0
+    assert report(argv(inputs, phase4)).returncode == 0
     out = inputs["out"]
     markdown = (out / "report.md").read_text()
     assert "| Phase 3 fused | Phase 4 learned | Phase 4 never_spawn | Phase 4 always_spawn |" in markdown
@@ -157,21 +164,22 @@ def test_report_with_phase4_adds_its_rows_split_heatmap_and_scaling(inputs):
     assert png_size((out / "figures" / "routing_by_domain.png").read_bytes())[0] > 1.8 * heatmap_without[0]
 
 
-def test_best_json_names_the_checkpoint_best_on_real(inputs, capsys):
+def test_best_json_names_the_checkpoint_best_on_real(inputs):
     """best.json (what `aegir annotate` uses by default): among the rows that are checkpoints
     (not the baseline, not Phase 4's fixed-policy controls) the highest mean of CTA and CPA
     micro-F1 on `real`, named by its directory under --models; a tie goes to the earlier row."""
-    assert main(argv(inputs) + ["--models", "models"]) == 0
+    proc = report(argv(inputs) + ["--models", "models"])
+    assert proc.returncode == 0, proc.stderr
     best = json.loads((inputs["out"] / "best.json").read_text())
     real = SPLITS.index("real")
     assert best["split"] == "real" and best["model"] == "fused" and best["checkpoint"] == "models/phase3"
     assert best["score"] == ((55.5 + real) + (65.5 + real)) / 2
     assert {key: c["checkpoint"] for key, c in best["candidates"].items()} == {
         "phase1": "models/phase1/primary", "control": "models/phase3/control", "fused": "models/phase3"}
-    assert "best on real: models/phase3 (Phase 3 fused" in capsys.readouterr().out
+    assert "best on real: models/phase3 (Phase 3 fused" in proc.stdout
 
     phase4 = add_phase4(inputs["phase1"].parent)
-    assert main(argv(inputs, phase4) + ["--models", "/srv/aegir/models"]) == 0
+    assert report(argv(inputs, phase4) + ["--models", "/srv/aegir/models"]).returncode == 0
     best = json.loads((inputs["out"] / "best.json").read_text())
     assert best["model"] == "phase4_learned" and best["checkpoint"] == "/srv/aegir/models/phase4"
     assert set(best["candidates"]) == {"phase1", "control", "fused", "phase4_learned"}
@@ -185,7 +193,7 @@ def test_best_json_names_the_checkpoint_best_on_real(inputs, capsys):
             phase3_scores[key][task]["real"]["support"] = 100
     (phase4 / "scores.json").write_text(json.dumps(phase4_scores))
     (inputs["phase3"] / "scores.json").write_text(json.dumps(phase3_scores))
-    assert main(argv(inputs, phase4)) == 0
+    assert report(argv(inputs, phase4)).returncode == 0
     best = json.loads((inputs["out"] / "best.json").read_text())
     assert best["model"] == "fused", best
     assert best["candidates"]["phase4_learned"]["comparable"] is False
@@ -196,7 +204,7 @@ def test_best_json_names_the_checkpoint_best_on_real(inputs, capsys):
     tied = json.loads(scores.read_text())
     tied["fused"] = tied["control"]
     scores.write_text(json.dumps(tied))
-    assert main(argv(inputs)) == 0
+    assert report(argv(inputs)).returncode == 0
     best = json.loads((inputs["out"] / "best.json").read_text())
     assert best["model"] == "control" and best["checkpoint"] == "models/phase3/control"  # the default --models
 
@@ -208,15 +216,16 @@ def test_scaling_series_are_micro_f1_then_steps():
 
 
 def test_same_inputs_give_byte_identical_outputs_in_another_process(inputs, tmp_path):
-    """In-process and in a fresh interpreter: the same bytes, PNG included (no matplotlib
-    version or date in the PNG's metadata)."""
+    """Two runs of the stage, and the figures drawn in this process: the same bytes, PNG
+    included (no matplotlib version or date in the PNG's metadata)."""
     phase4 = add_phase4(inputs["phase1"].parent)
-    assert main(argv(inputs, phase4)) == 0
+    assert report(argv(inputs, phase4)).returncode == 0
     other = dict(inputs, out=tmp_path / "again")
-    subprocess.run([sys.executable, "-m", "aegir.stages.report", *argv(other, phase4)], check=True,
-                   capture_output=True, cwd=ROOT)
+    assert report(argv(other, phase4)).returncode == 0
     first, second = digest(inputs["out"]), digest(other["out"])
     assert len(first) == 7 and first == second  # report.md, gains.json, best.json, four figures
+    figures = report_figures(collect(inputs["baselines"], inputs["phase1"], inputs["phase3"], phase4))
+    assert {name: (inputs["out"] / "figures" / name).read_bytes() for name in figures} == figures
     assert b"matplotlib" not in (inputs["out"] / "figures" / "f1_by_split.png").read_bytes()
 
 
@@ -228,7 +237,7 @@ def test_same_inputs_give_byte_identical_outputs_in_another_process(inputs, tmp_
     ("phase3/live/control", "phase3"),
     ("phase4/scores.json", "phase4"),
 ])
-def test_a_missing_input_names_the_file_and_the_stage_and_writes_nothing(inputs, capsys, remove, stage):
+def test_a_missing_input_names_the_file_and_the_stage_and_writes_nothing(inputs, remove, stage):
     import shutil
 
     results = inputs["phase1"].parent
@@ -239,14 +248,13 @@ def test_a_missing_input_names_the_file_and_the_stage_and_writes_nothing(inputs,
         (inputs["out"] / name).write_text(text)
     target = results / remove
     shutil.rmtree(target) if target.is_dir() else target.unlink()
-    with pytest.raises(SystemExit) as exc:
-        main(argv(inputs, phase4))
-    assert exc.value.code == 2
-    err = capsys.readouterr().err
+    proc = report(argv(inputs, phase4))
+    assert proc.returncode == 2
+    err = proc.stderr
     assert f"report: error: {results / remove}" in err and f"`dvc repro {stage}`" in err, err
     assert {p.relative_to(inputs["out"]).as_posix(): p.read_text()
             for p in inputs["out"].rglob("*") if p.is_file()} == older
-    assert not [p for p in results.rglob("*.tmp")]
+    assert not list(results.rglob("*.tmp"))
 
 
 @pytest.mark.parametrize(("content", "problem"), [
@@ -257,12 +265,11 @@ def test_a_missing_input_names_the_file_and_the_stage_and_writes_nothing(inputs,
     (json.dumps({"control": f1_tree(1.0), "fused": f1_tree(1.0), "routing": {"activation_rate": {"a": "high"}}}),
      "routing.activation_rate.a: expected a number, got 'high'"),
 ])
-def test_a_malformed_input_names_the_file_and_the_key(inputs, capsys, content, problem):
+def test_a_malformed_input_names_the_file_and_the_key(inputs, content, problem):
     (inputs["phase3"] / "scores.json").write_text(content)
-    with pytest.raises(SystemExit) as exc:
-        main(argv(inputs))
-    assert exc.value.code == 2
-    err = capsys.readouterr().err
+    proc = report(argv(inputs))
+    assert proc.returncode == 2
+    err = proc.stderr
     assert f"{inputs['phase3'] / 'scores.json'}: " in err and problem in err and "`dvc repro phase3`" in err, err
     assert not inputs["out"].exists()
 
@@ -277,11 +284,10 @@ def test_micro_macro_layout_is_read_too(inputs):
     assert report_markdown(collect(inputs["baselines"], inputs["phase1"], inputs["phase3"]), []) == markdown
 
 
-def test_help_says_how_to_run_and_view_it(capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(["--help"])
-    assert exc.value.code == 0
-    text = capsys.readouterr().out
+def test_help_says_how_to_run_and_view_it():
+    proc = report(["--help"])
+    assert proc.returncode == 0
+    text = proc.stdout
     assert "dvc repro report" in text and "--phase4" in text and "dvc plots show" in text
 
 

@@ -30,7 +30,7 @@ from aegir.rl.rewards import (
     share_term,
 )
 
-I = IGNORE_INDEX
+I = IGNORE_INDEX  # noqa: E741 (short, as in the tables below)
 T = torch.tensor
 
 

@@ -170,7 +170,7 @@ def test_short_columns_leave_their_bytes_to_long_ones():
 
 
 def test_cut_utf8_never_splits_a_character():
-    text = "a😀é".encode("utf-8")  # 1 + 4 + 2 bytes
+    text = "a😀é".encode()  # 1 + 4 + 2 bytes
     assert [cut_utf8(text, n) for n in range(8)] == [
         b"", b"a", b"a", b"a", b"a", "a😀".encode(), "a😀".encode(), text]
     assert cut_utf8(text, -3) == b""

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_swarm import tiny
 
 from aegir.config import SWARM_TRAIN_SPLIT, PrepareConfig, RewardConfig, SyntheticConfig
 from aegir.data.synth import WIDE_SPLIT, generate_split, generate_wide
@@ -36,6 +35,7 @@ from aegir.swarm.spawn import (
     wide_subtasks,
 )
 from aegir.swarm.views import TableView, decision_keys, swarm_logp
+from test_swarm import tiny
 
 WIDE = SyntheticConfig(wide_tables=6, wide_min_columns=12, wide_max_columns=20, min_rows=3, max_rows=6)
 PREPARE = PrepareConfig(byte_budget=256, max_rows=6)
@@ -83,7 +83,7 @@ def test_wide_split_is_never_trained_on():
         TRAIN_SPLIT,
         parse_params,
     )
-    from aegir.stages.prepare import prepare_splits
+    from aegir.data.prepare import prepare_splits
 
     assert WIDE_SPLIT in EVAL_ONLY_SPLITS and WIDE_SPLIT in EVAL_SPLITS and WIDE_SPLIT not in SOURCE_SPLITS
     params = parse_params({"synthetic": {"train_tables": 4, "valid_tables": 1, "test_tables": 1, "corner_cases_tables": 1,
@@ -107,7 +107,7 @@ def test_policy_train_split_holds_ordinary_tables_nobody_else_reads():
         TRAIN_SPLIT,
         parse_params,
     )
-    from aegir.stages.prepare import prepare_splits
+    from aegir.data.prepare import prepare_splits
 
     assert POLICY_TRAIN_SPLIT not in SPLITS
     small = {"train_tables": 6, "valid_tables": 1, "test_tables": 1, "corner_cases_tables": 1,

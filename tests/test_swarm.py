@@ -8,7 +8,6 @@ import json
 import numpy as np
 import pytest
 import torch
-from test_model import TABLES, make_batch
 
 from aegir.model.checkpoint import CheckpointError, save_checkpoint
 from aegir.model.network import AegirModel, preset
@@ -31,6 +30,7 @@ from aegir.orchestrator.model import build_orchestrator, fused_state_one_at_a_ti
 from aegir.orchestrator.router import RouterDecision, cap_decision
 from aegir.orchestrator.specialist import AlignmentProjection, FrozenSpecialist
 from aegir.rl.rewards import budget_cap
+from test_model import TABLES, make_batch
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -373,7 +373,7 @@ def scoring_models():
 
 
 def test_phase3_scoring_in_worker_threads_equals_one_thread():
-    from aegir.stages.phase3 import predict_variants, predict_variants_shared
+    from aegir.orchestrator.evaluation import predict_variants, predict_variants_shared
     from aegir.train.step import OneThreadWorkers
 
     fused, control, primary, examples = scoring_models()
@@ -405,8 +405,8 @@ def test_phase3_scoring_from_stored_distributions_equals_running_the_models(tmp_
         save_eval_reads,
     )
     from aegir.orchestrator.ensemble import ensemble_output
+    from aegir.orchestrator.evaluation import predict_variants
     from aegir.orchestrator.model import OrchestratorOutput
-    from aegir.stages.phase3 import predict_variants
 
     fused, control, primary, examples = scoring_models()
     ran = predict_variants(fused, control, primary, examples, batch_size=2, top_k=ALL_LABELS)

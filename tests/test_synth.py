@@ -8,7 +8,7 @@ import re
 import subprocess
 import sys
 from datetime import datetime
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -45,7 +45,7 @@ MEDIUM = SyntheticConfig(train_tables=340, valid_tables=17, test_tables=170, cor
                          missing_values_tables=170, format_heterogeneity_tables=170, min_rows=5, max_rows=12)
 
 
-@lru_cache(maxsize=None)
+@cache
 def bench(cfg: SyntheticConfig) -> dict:
     return generate_benchmark(cfg)
 
@@ -408,7 +408,7 @@ def test_rounded_coordinates_keep_one_precision_per_table_and_no_trailing_zeros(
         cells = [dotted(ctx, ("lat", 10 + k * 0.123456789)) for k in range(20)]
         places = ctx.table_value("coordinate_places", lambda: None)
         assert 2 <= places <= 5
-        assert all(re.fullmatch(r"\d+(\.\d{1,%d})?" % places, c) and not re.search(r"\.\d*0$", c) for c in cells), cells
+        assert all(re.fullmatch(rf"\d+(\.\d{{1,{places}}})?", c) and not re.search(r"\.\d*0$", c) for c in cells), cells
         assert max(len(c.partition(".")[2]) for c in cells) == places
         assert comma(ctx, ("lon", -3.25)) == "-3,25"
     assert dotted(ctx, ("lat", 48.0)) == "48"

@@ -16,7 +16,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-from conftest import ROOT, load_benchmark, tool_env
 
 from aegir.config import PrepareConfig
 from aegir.data import user_tables
@@ -29,6 +28,7 @@ from aegir.model.checkpoint import save_checkpoint
 from aegir.model.network import AegirModel, preset
 from aegir.swarm.model import Phase3Reading, Swarm
 from aegir.swarm.spawn import deep_subtasks, subtask_examples, wide_subtasks
+from conftest import ROOT, load_benchmark, tool_env
 
 HEADER = ["hotel", "phone", "zip"]
 ROWS = [["Hotel Adlon", "+49 30 22610", "01234"], ["The Ritz", "+44 20 7493 8181", "W1J 9BR"],
@@ -147,7 +147,7 @@ def test_the_rows_a_model_reads_give_the_streams_of_the_whole_file(tmp_path, rea
         lazy, whole = lazy_and_whole(path, rows)
         assert len(rows) <= prepare.max_rows * (1 + read_views * len(read_groups(10, read_columns))) < 300
 
-        def reads(table):
+        def reads(table, prepare=prepare):
             example = examples_from_tables([table], prepare.byte_budget, prepare.max_rows, prepare.seed, path,
                                            prepare.compact_columns, prepare.compact_cell_bytes)
             plan = table_reads([table], example, read_columns, read_views, prepare, path)
@@ -213,5 +213,5 @@ def test_annotate_memory_stays_flat_in_the_file_size(tmp_path):
                                                            "--checkpoint", str(tmp_path / "model"), "--out", str(out)]))
         assert len(out.read_text().splitlines()) == 5
         path.unlink()
-    (small_mb, small_peak), (big_mb, big_peak) = peaks["small.csv"], peaks["big.csv"]
+    (_, small_peak), (big_mb, big_peak) = peaks["small.csv"], peaks["big.csv"]
     assert big_mb > 290 and big_peak < small_peak + 60, peaks

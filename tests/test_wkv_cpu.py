@@ -10,8 +10,6 @@ import sys
 
 import pytest
 import torch
-from test_model import TABLES, make_batch
-from test_wkv import NAMES, make_inputs, rel_err, run_with_grads
 
 from aegir.errors import ConfigError
 from aegir.model.checkpoint import load_checkpoint, save_checkpoint
@@ -19,6 +17,8 @@ from aegir.model.chunking import EMA_PROB_EPS, ema_sequential
 from aegir.model.network import AegirModel, preset
 from aegir.model.ops import wkv_chunked, wkv_cpu, wkv_naive, wkv_sequential
 from aegir.model.rwkv import RWKVStack
+from test_model import TABLES, make_batch
+from test_wkv import NAMES, make_inputs, rel_err, run_with_grads
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

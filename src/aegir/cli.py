@@ -250,7 +250,7 @@ def params(params_path: Path) -> None:
     from dataclasses import asdict, is_dataclass
 
     from aegir.config import load_params
-    from aegir.stages.phase1 import model_config
+    from aegir.train.setup import model_config
 
     try:
         loaded = load_params(params_path)

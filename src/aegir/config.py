@@ -284,7 +284,7 @@ class LambdaConfig:
                f"late_start={self.late_start}")
         check_config(self.late_start < 1.0, "lambda.late_start",
                f"need 0 < mid_start < late_start < 1, got late_start={self.late_start}")
-        check_config(0.0 <= self.transition, "lambda.transition", f"must be ≥ 0, got {self.transition}")
+        check_config(self.transition >= 0.0, "lambda.transition", f"must be ≥ 0, got {self.transition}")
         check_config(self.mid_start + self.transition <= self.late_start
                and self.late_start + self.transition <= 1.0, "lambda.transition",
                f"a blend of width {self.transition} must end before the next boundary "

@@ -33,7 +33,7 @@ from aegir.eval.grouped import (
 from aegir.eval.predict import TablePrediction, predict, score
 from aegir.eval.recorded import recorded_reading
 from aegir.labels import cpa_vocab, cta_vocab
-from aegir.model.checkpoint import load_checkpoint
+from aegir.model.checkpoint import checkpoint_fingerprint, load_checkpoint
 
 if TYPE_CHECKING:
     from aegir.train.step import OneThreadWorkers
@@ -144,7 +144,6 @@ class CheckpointAnnotator:
     """
 
     def __init__(self, checkpoint: Path, workers: OneThreadWorkers | None = None):
-        from aegir.model.checkpoint import checkpoint_fingerprint
         from aegir.swarm.model import is_swarm_checkpoint, load_swarm
 
         self.checkpoint = checkpoint

@@ -34,10 +34,10 @@ class Batch:
     cta_labels: torch.Tensor
     cpa_labels: torch.Tensor
 
-    def to(self, device: torch.device | str) -> "Batch":
+    def to(self, device: torch.device | str) -> Batch:
         return Batch(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
-    def select(self, index: torch.Tensor) -> "Batch":
+    def select(self, index: torch.Tensor) -> Batch:
         """The sub-batch of the tables at `index` (a 1-D long tensor of batch rows)."""
         return Batch(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
 

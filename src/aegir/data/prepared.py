@@ -1,4 +1,4 @@
-"""Reading what `prepare` wrote: `data/prepared/<split>.parquet` (schema in stages.prepare)."""
+"""Reading what `prepare` wrote: `data/prepared/<split>.parquet` (schema in `aegir.data.prepare`)."""
 
 from __future__ import annotations
 

@@ -70,7 +70,7 @@ PAD_ID = 256  # padding after the end of a stream
 BOS_ID = 257  # start of a table, prepended by the dataset
 BYTE_VOCAB_SIZE = 258
 
-_STRIP_RESERVED = {b: " " for b in RESERVED_BYTES}  # str.translate table: ASCII code == byte
+_STRIP_RESERVED = dict.fromkeys(RESERVED_BYTES, " ")  # str.translate table: ASCII code == byte
 
 
 class ByteBudgetError(AegirError, ValueError):

@@ -61,7 +61,7 @@ class LabelRepeats:
                 for task in TASKS}
 
     @classmethod
-    def from_json(cls, data: Mapping, sizes: Mapping[str, int], where: str) -> "LabelRepeats":
+    def from_json(cls, data: Mapping, sizes: Mapping[str, int], where: str) -> LabelRepeats:
         """The counts `to_json` wrote; `sizes` = label count per task. A malformed entry is a
         ValueError naming `where`."""
         tables, repeated = {}, {}

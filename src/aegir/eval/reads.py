@@ -89,7 +89,7 @@ class StoredReads:
         self.path, self.metadata = path, metadata
 
     @classmethod
-    def open(cls, directory: str | Path, meta: Mapping[str, object]) -> tuple["StoredReads | None", str]:
+    def open(cls, directory: str | Path, meta: Mapping[str, object]) -> tuple[StoredReads | None, str]:
         """The file in checkpoint `directory` if its metadata equals `meta` (key by key), with
         "" — or None and why not (no file, unreadable, a setting that differs)."""
         path = Path(directory) / READS_FILE

@@ -6,7 +6,7 @@ The vocabulary is never inferred from data: a label outside these files is an er
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 
@@ -34,13 +34,13 @@ def _read(filename: str, name: str) -> Vocabulary:
     return Vocabulary(name=name, labels=labels)
 
 
-@lru_cache(maxsize=None)
+@cache
 def cta_vocab() -> Vocabulary:
     """The 82 SOTAB V2 column-type labels."""
     return _read("sotab_v2_cta.txt", "cta")
 
 
-@lru_cache(maxsize=None)
+@cache
 def cpa_vocab() -> Vocabulary:
     """The 108 SOTAB V2 column-property labels."""
     return _read("sotab_v2_cpa.txt", "cpa")

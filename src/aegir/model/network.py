@@ -163,7 +163,7 @@ class LossSums:
         """The fields in order (dataclasses.astuple would deep-copy them)."""
         return tuple(getattr(self, f.name) for f in fields(self))
 
-    def __add__(self, other: "LossSums") -> "LossSums":
+    def __add__(self, other: LossSums) -> LossSums:
         return LossSums(*(x + y for x, y in zip(self.tensors(), other.tensors())))
 
     def chunk_stats(self) -> ChunkStats:

@@ -39,14 +39,14 @@ class LayerState:
     shift_time: torch.Tensor
     shift_channel: torch.Tensor
 
-    def detach(self) -> "LayerState":
+    def detach(self) -> LayerState:
         return LayerState(self.wkv.detach(), self.shift_time.detach(), self.shift_channel.detach())
 
-    def select(self, index: torch.Tensor) -> "LayerState":
+    def select(self, index: torch.Tensor) -> LayerState:
         """The states of the batch rows at `index` (1-D long)."""
         return LayerState(self.wkv[index], self.shift_time[index], self.shift_channel[index])
 
-    def scatter(self, index: torch.Tensor, batch_size: int) -> "LayerState":
+    def scatter(self, index: torch.Tensor, batch_size: int) -> LayerState:
         """The inverse of `select`: a state of `batch_size` rows holding this state's row i at
         row index[i] and zeros elsewhere (the samples that did not run contribute nothing)."""
 

@@ -46,7 +46,7 @@ class FrozenSpecialist(nn.Module):
         self.name = name
         self.model = model.eval().requires_grad_(False)
 
-    def train(self, mode: bool = True) -> "FrozenSpecialist":
+    def train(self, mode: bool = True) -> FrozenSpecialist:
         # a frozen model stays in eval mode whatever its parent module is switched to
         return super().train(False)
 

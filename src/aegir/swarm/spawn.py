@@ -140,7 +140,7 @@ class SubagentCache:
         self.seconds = 0.0
 
     def fill(self, keys: Iterable[CacheKey]) -> None:
-        missing = sorted(set(k for k in keys if k not in self.outputs))
+        missing = sorted({k for k in keys if k not in self.outputs})
         start = time.perf_counter()
         for name in sorted({k[2] for k in missing}):
             mine = [k for k in missing if k[2] == name]

@@ -148,7 +148,7 @@ class OneThreadWorkers:
         for pool in self._pools:
             pool.shutdown(wait=True)
 
-    def __enter__(self) -> "OneThreadWorkers":
+    def __enter__(self) -> OneThreadWorkers:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -35,7 +35,7 @@ import io
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -204,7 +204,7 @@ def build_real_tables(folder: Path | None = None) -> list[Table]:
     return tables
 
 
-@lru_cache(maxsize=None)
+@cache
 def _family_groups(family: str) -> tuple[Group, ...]:
     """A family's groups (cached: the package data is read once per process)."""
     return tuple(FAMILIES[family][1]())

@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any, Callable
+from functools import cache
+from typing import Any
 
 import mimesis
 from faker import Faker
@@ -75,7 +76,7 @@ def _stabilise(fake: Faker) -> None:
                 setattr(provider, name, sorted(pool))
 
 
-@lru_cache(maxsize=None)
+@cache
 def providers_for(locale: str) -> Providers:
     try:
         fake = Faker(locale)
@@ -87,7 +88,7 @@ def providers_for(locale: str) -> Providers:
                      finance=mimesis.Finance(mloc), text=mimesis.Text(mloc), address=mimesis.Address(mloc))
 
 
-@lru_cache(maxsize=None)
+@cache
 def place_namer(mimesis_locale: str) -> mimesis.Address:
     """mimesis's namer of one country's places (created once, reseeded per table by `GeoFrame`)."""
     return mimesis.Address(Locale(mimesis_locale))
@@ -262,7 +263,7 @@ RESOLVERS: dict[str, Callable[[TableContext], Any]] = {
     "Region": lambda c: c.geo.namer.state(), "Town": lambda c: c.geo.namer.city().strip(),
     "Saint": lambda c: c.rng.choice(vocab.SAINTS),
     "Ordinal": lambda c: c.rng.choice(vocab.ORDINAL_WORDS),
-    **{key: (lambda pool: lambda c: c.rng.choice(pool))(pool)
+    **{key: (lambda pool: lambda c: c.rng.choice(pool))(pool)  # noqa: B023 (bound by the outer call)
        for key, pool in {**vocab.SAINTS_BY_LANG, **vocab.NOUNS_BY_LANG}.items()},
 }
 

@@ -4,7 +4,7 @@ A `Prop` is one possible column: its CPA label (the schema.org property) and one
 (CTA label, value kind) variants. Labels are `None` where no SOTAB label fits the values
 honestly (a given name is no CTA type; `baseSalary` is no CPA label). Flags steer the
 corner-case tables: `cta_lookalike` columns have values that another CTA label's columns
-could have (a fax number looks like a telephone number, a brand like a company), 
+could have (a fax number looks like a telephone number, a brand like a company),
 `cpa_lookalike` columns share their type with a sibling property (startDate/endDate,
 author/director), `signature` columns reveal the domain, `partners` are drawn together,
 `requires` must be present for the column to appear at all.

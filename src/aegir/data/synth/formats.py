@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from datetime import date, datetime
-from typing import Any, Callable
+from typing import Any
 
 from faker.providers.currency import Provider as FakerCurrency
 from faker.providers.date_time import Provider as FakerDateTime
@@ -189,7 +190,7 @@ TRACK_DURATION_FORMATS: tuple[Formatter, ...] = (
 
 # Faker's ISO 4217 codes with English names, and its English language names, sorted.
 WORLD_CURRENCIES: tuple[tuple[str, str], ...] = tuple(sorted(FakerCurrency.currencies))
-_CURRENCY_NAMES = {code: name for code, name in WORLD_CURRENCIES}
+_CURRENCY_NAMES = dict(WORLD_CURRENCIES)
 WORLD_LANGUAGE_NAMES: tuple[str, ...] = tuple(sorted(FakerPerson.language_names))
 
 

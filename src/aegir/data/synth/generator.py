@@ -448,8 +448,6 @@ def lookalike_pairs(table: Table) -> int:
     for i in range(table.num_columns):
         for j in range(i + 1, table.num_columns):
             a, b = table.cta[i], table.cta[j]
-            if a and b and a != b and any(a in g and b in g for g in CTA_LOOKALIKE_GROUPS):
-                n += 1
-            elif a and a == b and table.cpa[i] != table.cpa[j]:
+            if a and b and a != b and any(a in g and b in g for g in CTA_LOOKALIKE_GROUPS) or a and a == b and table.cpa[i] != table.cpa[j]:
                 n += 1
     return n

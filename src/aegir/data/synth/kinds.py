@@ -8,9 +8,9 @@ enumerations, units). `SUBJECTS` names each domain's entities, `K` holds the pro
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Callable
 
 from . import formats as F
 from . import latents as L
@@ -234,7 +234,7 @@ K: dict[str, Kind] = {k.name: k for k in (
     Kind("delivery", L.delivery_method, F.DELIVERY_FORMATS, lambda c: (0, 1)),
     Kind("boolean", L.flag, F.BOOLEAN_FORMATS, lambda c: (7, 7, 7, 7, 0, 1, 5)),
     Kind("language", L.language, F.LANGUAGE_FORMATS, lambda c: (0, 1, 2), hard_preferred=(0, 5)),
-    Kind("languages", L.languages, tuple((lambda f: lambda c, codes: ", ".join(f(c, x) for x in codes))(f)
+    Kind("languages", L.languages, tuple((lambda f: lambda c, codes: ", ".join(f(c, x) for x in codes))(f)  # noqa: B023 (bound)
                                         for f in F.LANGUAGE_FORMATS[:4]), lambda c: (2, 0)),
     # categories and genres
     words("book_genre", L.pick(vocab.BOOK_GENRES)), words("movie_genre", L.pick(vocab.MOVIE_GENRES)),

@@ -293,7 +293,7 @@ def _forward_tile(r, log_w, k, v, a, b, initial_state, L, out):
         S = torch.baddbmm(Q_n[n].flatten(0, 1), P_n[n].flatten(0, 1), S.flatten(0, 1)).view(B, H, K, V)
     S0 = starts.view(M, K, V)
     Z = torch.baddbmm(U, W, S0)  # W S₀ + U, (M, L, V)
-    O = torch.baddbmm(Y[:, L:], AR[:, L:], S0).baddbmm_(A[:, L:, :L], Z)  # (M, L, V)
+    O = torch.baddbmm(Y[:, L:], AR[:, L:], S0).baddbmm_(A[:, L:, :L], Z)  # (M, L, V), O as in the docstring  # noqa: E741
     _from_chunks(O.view(B, H, N, L, V), T, out=out)
     return S, (AR, BK, BK_hat, e_pos, e_excl, e_neg, A, X, W, U, Z, S0, P, v_c)
 
