@@ -411,7 +411,7 @@ def scaling_table(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 FIGURES = {  # file under figures/ → what it shows (the report links each one written)
-    "f1_by_split.png": "F1 per split, every model (micro and macro, CTA and CPA)",
+    "f1_by_split.png": "F1 per split, every model's gain over the baseline (micro and macro, CTA and CPA)",
     "routing_by_domain.png": "routing by table domain",
     "training_curves.png": "training curves: Phase 1 agents, Phase 3 fused and control",
     "scaling.png": "Phase 4 scaling: F1 and critical steps against the sub-agent budget n",
@@ -535,25 +535,43 @@ def png_bytes(fig) -> bytes:
     return buffer.getvalue()
 
 
-def f1_bars_png(report: Report) -> bytes:
-    """Grouped bars, 2 × 2 (rows CTA, CPA; columns micro, macro): per split, one bar per model."""
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h")
+
+
+def f1_gains_png(report: Report) -> bytes:
+    """F1 of every model minus the baseline's (`key` "baseline"), as dots, 2 × 2 (rows CTA, CPA;
+    columns micro, macro): one band per split, one dot per model, offset within the band so that
+    equal figures stay visible. The differences that matter here are a few points, which bars on
+    a 0–100 axis hide. Without a baseline row the dots are the F1 itself on an axis fitted to it."""
     plt = _pyplot()
-    splits, rows = report.splits, report.rows
-    fig, axes = plt.subplots(2, 2, figsize=(max(10.0, 1.6 * len(splits) * 2), 8), squeeze=False)
-    width = 0.8 / len(rows)
+    splits = report.splits
+    base = next((row for row in report.rows if row.key == "baseline"), None)
+    rows = [row for row in report.rows if row is not base]
+    fig, axes = plt.subplots(2, 2, figsize=(13, 1.1 + 0.55 * len(splits) * 2), squeeze=False, sharey=True)
+    band = 0.8 / max(len(rows), 1)
     for r, task in enumerate(TASKS):
         for c, kind in enumerate(("micro", "macro")):
             ax = axes[r][c]
             for i, row in enumerate(rows):
-                xs = [j - 0.4 + width * (i + 0.5) for j, s in enumerate(splits) if s in row.f1[task]]
-                ys = [getattr(row.f1[task][s], kind) for s in splits if s in row.f1[task]]
-                ax.bar(xs, ys, width, label=row.name)
-            ax.set_xticks(range(len(splits)), splits, rotation=20, ha="right")
-            ax.set(ylim=(0, 100), ylabel=f"{kind}-F1 (%)", title=f"{task.upper()} {kind}-F1")
-            ax.grid(axis="y", alpha=0.3)
+                points = [(getattr(row.f1[task][s], kind) - (getattr(base.f1[task][s], kind) if base else 0.0),
+                           j - 0.4 + band * (i + 0.5))
+                          for j, s in enumerate(splits)
+                          if s in row.f1.get(task, {}) and (base is None or s in base.f1.get(task, {}))]
+                if points:
+                    ax.scatter(*zip(*points), marker=MARKERS[i % len(MARKERS)], color=f"C{i + 1}", s=30,
+                               label=row.name, zorder=3)
+            if base is not None:
+                ax.axvline(0.0, color="C0", linewidth=1.5, label=f"{base.name} (0)")
+            ax.set_yticks(range(len(splits)), splits)
+            ax.set_ylim(len(splits) - 0.5, -0.5)
+            for j in range(1, len(splits)):
+                ax.axhline(j - 0.5, color="0.85", linewidth=0.8)
+            what = f"{kind}-F1 − baseline (points)" if base is not None else f"{kind}-F1 (%)"
+            ax.set(xlabel=what, title=f"{task.upper()} {kind}-F1")
+            ax.grid(axis="x", alpha=0.3)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=min(len(rows), 8), fontsize=9)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 4), fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
     return png_bytes(fig)
 
 
@@ -620,30 +638,43 @@ def scaling_series(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return f1 + rest
 
 
+POLICY_STYLES = {"never": dict(linestyle="--", marker="s", markersize=7),
+                 "always": dict(linestyle=":", marker="^", markersize=7),
+                 "learned": dict(linestyle="-", marker="o", markersize=4)}
+
+
 def scaling_png(rows: Sequence[Mapping[str, Any]]) -> bytes:
-    """One panel per series of `scaling_series` against n (one line per policy); n on a
-    symmetric-log axis (base 2), since budgets double."""
+    """One figure: per policy, against the sub-agent budget n, the mean micro-F1 of each task over
+    the splits the scaling rows score (CTA, CPA) and the mean critical steps per table over the
+    same splits (the report's scaling table has each split). Each policy has its own line style
+    and marker, so a policy that equals another (`learned` where it spawns nothing) stays visible;
+    n on a symmetric-log axis (base 2), since budgets double."""
     plt = _pyplot()
     series = scaling_series(rows)
     if not series:
         raise ValueError("no F1 or critical-steps figures in the scaling rows")
-    columns = min(3, len(series))
-    grid_rows = math.ceil(len(series) / columns)
-    fig, axes = plt.subplots(grid_rows, columns, figsize=(4.6 * columns, 3.6 * grid_rows), squeeze=False)
+    panels = [(f"{task.upper()} micro-F1, mean over splits (%)", [k for k in series if k.split("/")[0] == task])
+              for task in TASKS]
+    panels.append(("critical steps per table, mean over splits",
+                   [k for k in series if k.split("/")[-1] == "critical_steps"]))
+    panels = [(title, keys) for title, keys in panels if keys]
+    if not panels:
+        panels = [(key, [key]) for key in series[:3]]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.8 * len(panels), 3.9), squeeze=False)
     policies = list(dict.fromkeys(r["policy"] for r in rows))
     ns = sorted({r["n"] for r in rows})
-    for ax, key in zip([a for line in axes for a in line], series):
+    for ax, (title, keys) in zip(axes[0], panels):
         for i, policy in enumerate(policies):
-            points = [(r["n"], r[key]) for r in rows if r["policy"] == policy and key in r]
+            points = [(r["n"], sum(r[k] for k in keys) / len(keys)) for r in rows
+                      if r["policy"] == policy and all(k in r for k in keys)]
             if points:
-                ax.plot(*zip(*points), marker="o", color=f"C{i}", label=policy)
+                style = POLICY_STYLES.get(policy, dict(linestyle="-", marker=MARKERS[i % len(MARKERS)]))
+                ax.plot(*zip(*points), color=f"C{i}", label=policy, linewidth=1.6, **style)
         ax.set_xscale("symlog", base=2, linthresh=1)
         ax.set_xticks(ns, [str(n) for n in ns])
-        ax.set(xlabel="sub-agent budget n", title=key.replace("/", " "))
+        ax.set(xlabel="sub-agent budget n", title=title)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    for ax in [a for line in axes for a in line][len(series):]:
-        ax.set_visible(False)
+        ax.legend(fontsize=8)
     fig.tight_layout()
     return png_bytes(fig)
 
@@ -651,7 +682,7 @@ def scaling_png(rows: Sequence[Mapping[str, Any]]) -> bytes:
 def report_figures(report: Report) -> dict[str, bytes]:
     """Every figure the report has inputs for: file name → PNG bytes (scaling only with Phase 4's
     scaling rows)."""
-    figures = {"f1_by_split.png": f1_bars_png(report),
+    figures = {"f1_by_split.png": f1_gains_png(report),
                "routing_by_domain.png": routing_heatmap_png(report.domain_tables),
                "training_curves.png": training_curves_png(report.phase1_curves, report.phase3_curves)}
     if report.scaling and scaling_series(report.scaling):
@@ -659,6 +690,6 @@ def report_figures(report: Report) -> dict[str, bytes]:
     return figures
 
 
-__all__ = ["Curves", "DomainTable", "ModelRow", "Report", "SplitF1", "collect", "f1_bars_png", "parse_f1",
+__all__ = ["Curves", "DomainTable", "ModelRow", "Report", "SplitF1", "collect", "f1_gains_png", "parse_f1",
            "png_bytes", "read_json", "report_figures", "report_markdown", "report_gains",
            "routing_heatmap_png", "scaling_png", "training_curves_png"]
