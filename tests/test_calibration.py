@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from aegir.calibration import StoredTargets, calibrate_checkpoints, checkpoint_targets
 from aegir.cli import main
 from aegir.config import PrepareConfig, parse_params
+from aegir.data.dataset import load_examples
 from aegir.data.prepare import prepare_dataset
 from aegir.eval.calibration import (
     Scored,
@@ -316,6 +317,7 @@ def stored(tiny) -> dict:
     from aegir.labels import cta_vocab
     from aegir.orchestrator.checkpoint import save_orchestrator
     from aegir.orchestrator.model import build_orchestrator
+    from aegir.swarm.evaluate import merged_distributions
     from aegir.swarm.model import Swarm, load_swarm, save_swarm
     from aegir.swarm.policy import SpawnPolicy, spawn_options
     from aegir.swarm.spawn import SwarmMerge, family_of_labels
@@ -371,11 +373,8 @@ def stored(tiny) -> dict:
         phase3_reads[split] = (plan.reads, predict(swarm.orch, plan.reads, 8, top_k=ALL_LABELS,
                                                    forward=swarm.orch.annotate))
         results = swarm.annotate(tables, examples[split], PrepareConfig(**prepare), data)
-        swarm_reads[split] = (examples[split], {
-            "cta": torch.cat([r.cta_logp.exp() for r in results]).float(),
-            "cpa": torch.cat([r.cpa_logp.exp() for r in results]).float(),
-            "columns": torch.tensor([r.cta_logp.shape[0] for r in results], dtype=torch.int64)})
-        spawned += [r.subagents for r in results]
+        swarm_reads[split] = (examples[split], merged_distributions(results))  # as phase4 stores them
+        spawned += [r.spawned for r in results]
     store_reads(phase3, phase3_reads, data)
     store_reads(out["swarm"], swarm_reads, data, {"policy": "learned", "max_subagents": 4,
                                                   "reading": params["params"]["reading"]})
@@ -408,11 +407,34 @@ def test_the_stored_distributions_give_the_targets_re_scoring_gives(stored, kind
     assert_same_targets({split: taken[split] for split in splits}, rescored)
     assert calibrate_checkpoint(taken) == calibrate_checkpoint(rescored)
     if kind == "swarm":  # both kinds of table: spawned on (merged), and left as the orchestrator read it
-        assert 0 < sum(1 for n in stored["spawned"] if n) < len(stored["spawned"])
+        assert 0 < sum(stored["spawned"]) < len(stored["spawned"])
 
 
-def rewrite_store(directory: Path, splits: tuple[str, ...] | None = None, **changed) -> None:
-    """`directory`'s stored reads with only `splits` (None: all) and the metadata `changed`."""
+def test_a_swarm_store_without_spawn_flags_is_re_scored(stored):
+    """Which tables the swarm spawned on decides whether a table takes the merged distributions
+    or the orchestrator's reading: a store that does not say (an older phase4) is not guessed
+    from, its splits are re-scored."""
+    from safetensors import safe_open
+
+    from aegir.eval.reads import READS_FILE, StoredReads
+
+    data, splits = stored["data"], evaluation_splits(stored["data"])
+    # beside the original: the swarm names its Phase 3 orchestrator by a relative path
+    copy = shutil.copytree(stored["swarm"], stored["swarm"].parent / "phase4_without_flags", dirs_exist_ok=True)
+    with safe_open(str(copy / READS_FILE), framework="pt") as f:
+        assert {key.split("/")[0] for key in f.keys() if key.endswith("/spawned")} == set(splits)  # noqa: SIM118
+    rewrite_store(copy, drop="spawned")
+    store, _ = StoredReads.open(copy, {})
+    examples = load_examples(data, splits[0])
+    assert store.split(splits[0], examples) is not None and store.table_flags(splits[0], examples, "spawned") is None
+    taken, source = StoredTargets(data).targets(copy, splits)
+    assert taken == {} and source != STORED  # nothing taken from the store: the caller re-scores every split
+    assert_same_targets(StoredTargets(data).targets(stored["swarm"], splits)[0], checkpoint_targets(copy, data, splits))
+
+
+def rewrite_store(directory: Path, splits: tuple[str, ...] | None = None, drop: str | None = None, **changed) -> None:
+    """`directory`'s stored reads with only `splits` (None: all), without the per-split tensor
+    `drop`, and with the metadata `changed`."""
     from safetensors import safe_open
     from safetensors.torch import save_file
 
@@ -425,7 +447,7 @@ def rewrite_store(directory: Path, splits: tuple[str, ...] | None = None, **chan
     keep = lambda key: splits is None or key.split("/")[-1 if key.startswith("reads/") else 0] in splits  # noqa: E731
     metadata = {key: value for key, value in metadata.items() if not key.startswith("reads/") or keep(key)}
     metadata.update({key: json.dumps(value, sort_keys=True) for key, value in changed.items()})
-    save_file({key: t for key, t in tensors.items() if keep(key)}, str(path),
+    save_file({key: t for key, t in tensors.items() if keep(key) and key.split("/")[-1] != drop}, str(path),
               metadata={METADATA_KEY: json.dumps(metadata, sort_keys=True)})
 
 

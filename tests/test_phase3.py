@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from safetensors import safe_open
 
 from aegir.config import load_params
 from aegir.eval.reads import READS_FILE
@@ -249,6 +250,12 @@ def test_phase4_reports_the_swarm_and_a_killed_run_resumes_to_the_same_bytes(tin
         assert scores["always"]["spawn"][split]["spawn_share"] == 1
         learned = scores["learned"]["spawn"][split]
         assert (learned["spawn_share"] > 0) == (learned["mean_subagents"] > 0), split
+    # the swarm's stored reads say per table whether it spawned (calibrate decodes by it)
+    with safe_open(str(tiny_phase1 / "s4/model/eval_reads.safetensors"), framework="pt") as f:
+        for split, spawn in scores["learned"]["spawn"].items():
+            flags = f.get_tensor(f"{split}/spawned")
+            assert flags.shape == f.get_tensor(f"{split}/columns").shape, split
+            assert round(float(flags.float().mean()), 4) == spawn["spawn_share"], split
     cap = longer["phase4"]["max_subagents"]
     for kind in ("learned", "never", "always"):  # F1 per critical step, per split and on the pooled scaling splits
         mix = scores[kind]["mix"]

@@ -13,13 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import astuple
 from pathlib import Path
 
-import torch
-
 from aegir.config import SPLITS, PrepareConfig, build
 from aegir.data.dataset import load_examples
 from aegir.data.prepared import fingerprint
 from aegir.errors import DataError
-from aegir.eval.calibration import TASKS, Scored
+from aegir.eval.calibration import Scored
 from aegir.eval.calibration_report import (
     STORED,
     calibrate_checkpoint,
@@ -116,11 +114,11 @@ class StoredTargets:
 
     def _swarm(self, checkpoint: Path, splits: Sequence[str]) -> tuple[dict, str]:
         """A Phase 4 swarm's: its stored merged distributions (one read per table, before the
-        joint decoding), decoded as the swarm decodes. A table the swarm spawned nothing on keeps
-        the orchestrator's reading untouched, and its store holds that reading through a log and
-        back (exp(log p), `aegir.swarm.model.dense_log`): such a table takes the orchestrator's
-        reading itself, from Phase 3's stored reads, as `Swarm.annotate` does."""
-        from aegir.swarm.model import dense_log, load_swarm, phase3_readings, prediction_of_probs
+        joint decoding), decoded as the swarm decodes. A table the swarm spawned nothing on (its
+        stored `spawned` flag, `aegir.swarm.evaluate.merged_distributions`) keeps the
+        orchestrator's reading untouched: it takes that reading itself, from Phase 3's stored
+        reads, as `Swarm.annotate` does."""
+        from aegir.swarm.model import load_swarm, phase3_readings, prediction_of_probs
 
         swarm, config = load_swarm(checkpoint)  # checks its Phase 3 orchestrator and sub-agents
         recorded = config.get("params", {})
@@ -143,14 +141,13 @@ class StoredTargets:
             plan = self.plan(split, swarm.reading.columns, swarm.reading.views, prepare)
             reads = stored_predictions(readings_store, split, plan.reads)
             merged = store.split(split, examples)
-            if reads is None or merged is None:
+            spawned = store.table_flags(split, examples, "spawned")
+            if reads is None or merged is None or spawned is None:
                 continue
             readings = phase3_readings(swarm.orch, plan, [e.table_id for e in examples], 1, reads)
             predictions = []
-            for reading, dist in zip(readings, merged):
-                alone = {task: dense_log(getattr(reading, f"{task}_ids"), getattr(reading, f"{task}_probs"),
-                                         dist[task].shape[-1]).exp() for task in TASKS}
-                if all(torch.equal(alone[task], dist[task]) for task in TASKS):
+            for reading, dist, spawned_here in zip(readings, merged, spawned):
+                if not spawned_here:
                     prediction = reading  # nothing spawned: the orchestrator's reading (Swarm._decode)
                 else:  # the merged distributions, every label best first
                     prediction = prediction_of_probs(dist["cta"], dist["cpa"], reading.table_id)

@@ -115,6 +115,16 @@ class StoredReads:
             per_task = {task: f.get_tensor(f"{split}/{task}").split(columns) for task in TASKS}
         return [{task: per_task[task][i] for task in TASKS} for i in range(len(columns))]
 
+    def table_flags(self, split: str, reads: Sequence[Example], name: str) -> list[bool] | None:
+        """One flag per read from the per-read tensor `name` of `split` (e.g. Phase 4's `spawned`),
+        or None when the file holds other reads for `split`, or no such tensor."""
+        if self.metadata.get(f"reads/{split}") != reads_digest(reads):
+            return None
+        with safe_open(str(self.path), framework="pt") as f:
+            if f"{split}/{name}" not in f.keys():  # noqa: SIM118 (a safetensors handle)
+                return None
+            return [bool(x) for x in f.get_tensor(f"{split}/{name}").tolist()]
+
 
 def stored_predictions(store: StoredReads, split: str, reads: Sequence[Example]) -> list[TablePrediction] | None:
     """One prediction per read, every label best first, from the distributions `store` holds for

@@ -25,7 +25,7 @@ from aegir.eval.grouped import top
 from aegir.eval.predict import TablePrediction, score
 from aegir.model.network import AegirModel
 from aegir.progress import progress as progress_bar
-from aegir.swarm.model import Swarm
+from aegir.swarm.model import Swarm, TableResult
 from aegir.swarm.spawn import (
     read_subtasks,
     read_subtasks_one_at_a_time,
@@ -96,6 +96,17 @@ def deep_search_effect(swarm: Swarm, data: SplitData, family: torch.Tensor,
             for kind, (p, c) in (("never", never), ("deep", (predictions, critical)))}
 
 
+def merged_distributions(results: list[TableResult]) -> dict[str, torch.Tensor]:
+    """What Phase 4 stores of its tables (`aegir.eval.reads` layout, one read per table): the
+    merged label distributions of every column before the joint decoding ("cta", "cpa"), the
+    columns per table, and `spawned` per table (1 where a sub-agent ran: only there does the
+    swarm decode the merged distributions; elsewhere it keeps the orchestrator's reading)."""
+    out = {task: torch.cat([getattr(r, f"{task}_logp").exp() for r in results]).float() for task in ("cta", "cpa")}
+    out["columns"] = torch.tensor([r.cta_logp.shape[0] for r in results], dtype=torch.int64)
+    out["spawned"] = torch.tensor([r.spawned for r in results], dtype=torch.int64)
+    return out
+
+
 def evaluate(swarm: Swarm, data: SplitData, chosen: list[tuple[int, int, bool]],
              predictions: list[TablePrediction] | None = None, critical: list[int] | None = None,
              spawned: list[int] | None = None, distributions: dict[str, torch.Tensor] | None = None) -> dict:
@@ -105,9 +116,7 @@ def evaluate(swarm: Swarm, data: SplitData, chosen: list[tuple[int, int, bool]],
     column before the joint decoding (`aegir.eval.reads` layout, one read per table)."""
     results = swarm.run(data.views, chosen, data.cache)
     if distributions is not None:
-        for task in ("cta", "cpa"):
-            distributions[task] = torch.cat([getattr(r, f"{task}_logp").exp() for r in results]).float()
-        distributions["columns"] = torch.tensor([r.cta_logp.shape[0] for r in results], dtype=torch.int64)
+        distributions.update(merged_distributions(results))
     predictions = [] if predictions is None else predictions
     first = len(predictions)
     for r in results:
@@ -122,7 +131,7 @@ def evaluate(swarm: Swarm, data: SplitData, chosen: list[tuple[int, int, bool]],
     result["spawn"] = {
         "mean_subagents": round(sum(r.subagents + len(r.deep_columns) for r in results) / m, 4),
         # the share of tables with at least one sub-agent (wide or deep): is the policy input-dependent?
-        "spawn_share": round(sum(1 for r in results if r.subagents or r.deep_columns) / m, 4),
+        "spawn_share": round(sum(1 for r in results if r.spawned) / m, 4),
         "mean_wide_subagents": round(sum(r.subagents for r in results) / m, 4),
         "mean_critical_steps": round(mean_critical, 4),
         "mean_total_steps": round(sum(r.total_steps for r in results) / m, 4),

@@ -181,6 +181,12 @@ class TableResult:
     prediction: TablePrediction | None = None
     phase3: TablePrediction | None = None
 
+    @property
+    def spawned(self) -> bool:
+        """Whether any sub-agent ran (wide or deep); a table without one keeps the orchestrator's
+        reading as its `prediction`."""
+        return bool(self.subagents or self.deep_columns)
+
     def changes(self) -> list[tuple[str, int, int, int]]:
         """(task, column, label before, label after) of every column whose chosen label differs
         from the orchestrator's alone (CPA from column 1: column 0 is the subject)."""
