@@ -270,7 +270,7 @@ def test_routing_targets_and_the_supervised_routing_term():
 
     import torch.nn.functional as F
 
-    from aegir.rl.parl import routing_targets
+    from aegir.orchestrator.router import routing_targets
 
     target, known = routing_targets(["Hotel", "Book", None], [("Hotel", "Museum"), (), ("Book",)])
     assert target.tolist() == [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]

@@ -125,3 +125,13 @@ class SpecialistRouter(nn.Module):
         if activation_mask.shape != logits.shape:
             raise ValueError(f"activation_mask {tuple(activation_mask.shape)} must be {tuple(logits.shape)}")
         return self._log_prob(logits, activation_mask)
+
+
+def routing_targets(domains: list[str | None], specialist_domains: list[tuple[str, ...]],
+                    device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """What each table's routing should be, from the training tables' domains: (B, S) float, 1
+    where the table's domain is one of specialist s's domains; and (S,) bool, the specialists
+    that have domains (a generalist, such as the frozen copy of the primary, gets no target)."""
+    target = torch.tensor([[float(d in own) for own in specialist_domains] for d in domains], device=device)
+    known = torch.tensor([bool(own) for own in specialist_domains], device=device)
+    return target.reshape(len(domains), len(specialist_domains)), known

@@ -61,7 +61,7 @@ class PARLSettings:
     kl_coef: float  # weight of the per-token KL(π_old‖π_new) penalty (0 = off)
     rewards: RewardConfig
     label_smoothing: float = 0.0  # ε of the supervised CE (as Phase 1's `phase1.label_smoothing`)
-    route_weight: float = 0.0  # weight of the supervised routing loss (`routing_targets`; 0 = off)
+    route_weight: float = 0.0  # weight of the supervised routing loss (`aegir.orchestrator.router.routing_targets`; 0 = off)
     distill_weight: float = 0.0  # weight of the CE toward the output ensemble's labels (`distill_loss`; 0 = off)
 
 
@@ -238,16 +238,6 @@ def collect_rollouts(orch: SwarmOrchestrator, batch: Batch, settings: PARLSettin
 def rescore(orch: SwarmOrchestrator, batch: Batch, rollouts: Rollouts) -> PolicyForward:
     """The forward of the same rollouts (routing, reads) under the current parameters."""
     return policy_forward(orch, batch, rollouts.num_rollouts, decision=rollouts.decision, reads=rollouts.reads)
-
-
-def routing_targets(domains: list[str | None], specialist_domains: list[tuple[str, ...]],
-                    device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
-    """What each table's routing should be, from the training tables' domains: (B, S) float, 1
-    where the table's domain is one of specialist s's domains; and (S,) bool, the specialists
-    that have domains (a generalist, such as the frozen copy of the primary, gets no target)."""
-    target = torch.tensor([[float(d in own) for own in specialist_domains] for d in domains], device=device)
-    known = torch.tensor([bool(own) for own in specialist_domains], device=device)
-    return target.reshape(len(domains), len(specialist_domains)), known
 
 
 def distill_loss(orch: SwarmOrchestrator, batch: Batch, out, activation_mask: torch.Tensor, K: int) -> torch.Tensor:

@@ -23,12 +23,12 @@ from aegir.data.dataset import Example, collate, length_grouped_batches
 from aegir.eval.predict import score
 from aegir.orchestrator.evaluation import routed_predictions
 from aegir.orchestrator.model import SwarmOrchestrator
+from aegir.orchestrator.router import routing_targets
 from aegir.progress import progress as progress_bar
 from aegir.rl.parl import (
     PARLSettings,
     collect_rollouts,
     rescore,
-    routing_targets,
     token_loss,
 )
 from aegir.rl.rewards import LambdaSchedule, budget_cap, clip_epsilon

@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from aegir.data.batch import IGNORE_INDEX
+from aegir.orchestrator.router import routing_targets
 from aegir.rl.ppo import PPOStats, clipped_token_loss, group_advantages
 from aegir.rl.rewards import (
     RewardConfig,
@@ -190,14 +191,13 @@ def collect(policy: SpawnPolicy, merge: SwarmMerge, views: list[TableView], rows
 def specialist_targets(domains: list[str | None], names: list[str], agent_domains: dict[str, tuple[str, ...]]
                        ) -> torch.Tensor:
     """The sub-agent each table should instantiate, (T,) long: the first of `names` whose
-    domains hold the table's domain; failing that the generalist `primary` when it is one of
-    `names`; else -1 (no target). `agent_domains`: name → its domains (empty: a generalist)."""
+    domains hold the table's domain (the owners are Phase 3's `routing_targets`); failing that
+    the generalist `primary` when it is one of `names`; else -1 (no target). `agent_domains`:
+    name → its domains (empty: a generalist)."""
+    owners, _ = routing_targets(domains, [agent_domains.get(name, ()) for name in names])  # (T, S)
     fallback = names.index("primary") if "primary" in names else -1
-    out = []
-    for domain in domains:
-        owners = [s for s, name in enumerate(names) if domain is not None and domain in agent_domains.get(name, ())]
-        out.append(owners[0] if owners else fallback)
-    return torch.tensor(out, dtype=torch.long)
+    first = owners.argmax(dim=1)  # the first of equal maxima: the first owner
+    return torch.where(owners.any(dim=1), first, torch.full_like(first, fallback))
 
 
 def update_loss(policy: SpawnPolicy, merge: SwarmMerge, views: list[TableView], rollouts: SwarmRollouts,
