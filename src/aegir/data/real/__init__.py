@@ -2,7 +2,7 @@
 
 Why: a model can score well on the embedded synthetic benchmark by learning its generator.
 These tables are real records — airports, cities, countries, US states, counties and ZIP
-codes, public holidays, banks, NBA/WNBA teams and players, car models — read from data that
+codes, public holidays, banks, NBA/WNBA teams and players, car models, films — read from data that
 pip packages ship (`sources.FAMILIES` names each package; their versions are pinned in
 requirements.lock), so evaluating on them needs no network and gives the same tables on
 every machine. They are for evaluation only: `prepare` writes them as the `real` split, and

@@ -67,6 +67,8 @@ FORMATS: dict[str, Callable[[Any, str], str]] = {
     "feet_as_metres": lambda v, loc: f"{_grouped(round(v * FEET_TO_METRES), loc)} m",
     "square_km": lambda v, loc: f"{_grouped(v, loc)} km²",
     "pounds": lambda v, loc: f"{_grouped(round(v), loc)} lbs",
+    "minutes": lambda v, loc: f"{int(v)} min",  # a running time: 121 min
+    "one_decimal": lambda v, loc: format_decimal(v, format="0.0", locale=loc),  # 6.4 / 6,4
     "pounds_as_kg": lambda v, loc: f"{_grouped(round(v * POUNDS_TO_KILOGRAMS), loc)} kg",
     "date_iso": lambda v, loc: _date(v).isoformat(),  # 2025-10-03
     "date_short": lambda v, loc: format_date(_date(v), "short", locale=loc),  # 03.10.25 / 10/3/25
