@@ -318,3 +318,17 @@ def test_phase1_never_trains_on_the_real_split_and_reports_it(prepared, tmp_path
 def test_real_dev_help_explains_itself():
     result = CliRunner().invoke(main, ["real-dev", "--help"])
     assert result.exit_code == 0 and "SOTAB V2 directory" in result.output
+
+
+def test_a_movies_archive_without_the_films_names_the_archive(tmp_path, monkeypatch):
+    import tarfile
+
+    from aegir.data.real import sources
+
+    archive = tmp_path / "resources.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        (tmp_path / "other.csv").write_text("a\n1\n")
+        tar.add(tmp_path / "other.csv", arcname="resources/other.csv")
+    monkeypatch.setattr(sources, "package_file", lambda *parts: archive)
+    with pytest.raises(FileNotFoundError, match=r"resources\.tar\.gz: no resources/rdata/csv/ggplot2/movies\.csv"):
+        sources.movies()

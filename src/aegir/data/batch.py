@@ -44,3 +44,13 @@ class Batch:
     @property
     def batch_size(self) -> int:
         return self.byte_ids.shape[0]
+
+
+def padded(rows: list[torch.Tensor], fill: float | int | bool, width: int | None = None) -> torch.Tensor:
+    """Stack (C_i, …) tensors into (N, width, …) of their dtype, `fill` where a row is shorter;
+    `width` None: the longest C_i."""
+    width = max(r.shape[0] for r in rows) if width is None else width
+    out = torch.full((len(rows), width, *rows[0].shape[1:]), fill, dtype=rows[0].dtype)
+    for i, r in enumerate(rows):
+        out[i, :r.shape[0]] = r
+    return out

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from aegir.config import EVAL_SPLITS, SPLITS, Phase3Config, PrepareConfig, ReadingConfig
+from aegir.data.batch import padded
 from aegir.data.dataset import Example, collate, eval_batches, load_examples
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.eval.grouped import ALL_LABELS, decoded, merge_predictions, split_reads
@@ -74,7 +75,8 @@ def predict_variants(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase
             """(cta, cpa) label distributions (B, C, labels) of a frozen model on this batch."""
             if output is not None:
                 return output.cta_logits.float().softmax(-1), output.cpa_logits.float().softmax(-1)
-            return tuple(padded([stored[name][i][task] for i in indices], width).to(device)  # noqa: B023 (called in the loop)
+            # the columns a read lacks hold ones (never read: predictions keep each read's own columns)
+            return tuple(padded([stored[name][i][task] for i in indices], 1.0, width).to(device)  # noqa: B023 (in the loop)
                          for task in ("cta", "cpa"))
 
         # the frozen copy of the Phase 1 primary (aegir.stages.phase3 loads both from one checkpoint)
@@ -98,15 +100,6 @@ def predict_variants(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase
 def model_device(model: torch.nn.Module) -> torch.device:
     """Where `model`'s parameters are: the device its batches go to."""
     return next(model.parameters()).device
-
-
-def padded(rows: list[torch.Tensor], width: int) -> torch.Tensor:
-    """Per-read (C_i, labels) distributions as one (B, width, labels) batch; the columns a read
-    lacks hold ones (never read: predictions keep each read's own columns)."""
-    out = torch.ones(len(rows), width, rows[0].shape[-1])
-    for b, row in enumerate(rows):
-        out[b, :len(row)] = row
-    return out
 
 
 def critical_summary(orch: SwarmOrchestrator, predictions: list[TablePrediction]) -> dict:

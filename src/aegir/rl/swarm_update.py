@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from aegir.data.batch import IGNORE_INDEX
+from aegir.data.batch import IGNORE_INDEX, padded
 from aegir.orchestrator.router import routing_targets
 from aegir.rl.ppo import PPOStats, clipped_token_loss, group_advantages
 from aegir.rl.rewards import (
@@ -48,7 +48,6 @@ from aegir.swarm.spawn import SubagentCache, SwarmMerge, swarm_steps, wide_subta
 from aegir.swarm.views import (
     TableView,
     decision_keys,
-    padded,
     policy_inputs,
     swarm_logp,
 )

@@ -88,15 +88,6 @@ def swarm_logp(table: int, view: TableView, subagents: int, specialist: int, dee
     return cta, cpa
 
 
-def padded(rows: list[torch.Tensor], fill: float | int) -> torch.Tensor:
-    """Stack (C_i, …) tensors into (N, C_max, …), padding with `fill`."""
-    C = max(r.shape[0] for r in rows)
-    out = torch.full((len(rows), C, *rows[0].shape[1:]), fill, dtype=rows[0].dtype)
-    for i, r in enumerate(rows):
-        out[i, :r.shape[0]] = r
-    return out
-
-
 def policy_inputs(views: list[TableView], rows: list[int], options: tuple[int, ...], max_count: int | None):
     hidden = torch.stack([views[t].hidden for t in rows])
     columns = torch.tensor([views[t].num_columns for t in rows])

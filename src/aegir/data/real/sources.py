@@ -357,11 +357,14 @@ def movies() -> list[Group]:
     year, running time, mean rating, votes, MPAA rating and genre flags, as `pydataset` ships
     it in its bundled archive): per year the 20 most-voted films of an hour or more with at
     least 1,000 votes, by votes; 16 years spread over 1960–2004."""
-    archive = package_file("pydataset", "resources.tar.gz")
+    archive, name = package_file("pydataset", "resources.tar.gz"), "resources/rdata/csv/ggplot2/movies.csv"
     with tarfile.open(archive) as tar:
-        member = tar.extractfile("resources/rdata/csv/ggplot2/movies.csv")
+        try:
+            member = tar.extractfile(name)
+        except KeyError:
+            member = None
         if member is None:
-            raise FileNotFoundError(f"{archive}: no resources/rdata/csv/ggplot2/movies.csv")
+            raise FileNotFoundError(f"{archive}: no {name} (pip install -r requirements.lock)")
         rows = list(csv.DictReader(io.StringIO(member.read().decode("utf-8"))))
     by_year: dict[int, list[Record]] = defaultdict(list)
     for r in rows:
