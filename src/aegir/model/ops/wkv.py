@@ -42,8 +42,9 @@ chunk (done here by batched block inversion, see `unit_lower_inverse`), which is
 chunk sizes; with it the chunked form is >10× faster than the loop at T = 1024 on CPU
 (benchmarks/bench_wkv.py), so nothing pushed us to the simpler RWKV-6 recurrence.
 
-A third path (flash-linear-attention's Triton kernels on CUDA) would plug in at
-`aegir.model.ops` — the one seam; it is not provided (fla is not a dependency here).
+Two more paths plug in at `aegir.model.ops` (`wkv_auto`, the one seam) and are held equal to
+`wkv_naive` the same way: the CPU's C kernel (aegir.model.ops.wkv_cpu) and, on CUDA with the
+optional `gpu` extra, flash-linear-attention's Triton kernels (aegir.model.ops.wkv_fla).
 """
 
 from __future__ import annotations
