@@ -169,6 +169,7 @@ class AgentConfig:
     train_tables: int | None = None  # train on the first this many `train` tables (before `domains`); None: all, 0: none
     extra_tables: int = 0  # also the first this many `specialist_train` tables (before `domains`): tables the primary never reads
     init: str | None = None  # "primary": a specialist starts from the Phase 1 primary's checkpoint (same preset); null: afresh
+    seam_weight: float = 0.0  # with init: also train on the init model's loss reading from this one's final states (aegir.train.seam)
 
     def __post_init__(self) -> None:
         unknown = [d for d in self.domains if d not in DOMAINS]
@@ -179,6 +180,9 @@ class AgentConfig:
                f"must be in [0, 10000000], got {self.train_tables}")
         check_config(0 <= self.extra_tables <= 10_000_000, "extra_tables",
                      f"must be in [0, 10000000], got {self.extra_tables}")
+        check_config(0.0 <= self.seam_weight <= 100.0, "seam_weight", f"must be in [0, 100], got {self.seam_weight}")
+        check_config(not self.seam_weight or self.init is not None, "seam_weight",
+                     "needs `init`: the model it starts from is the receiver that reads its states")
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ from aegir.train.resume import (
     resumed_live,
     save_state,
 )
+from aegir.train.seam import SeamStudent
 from aegir.train.setup import make_optimizer, model_config
 from aegir.train.step import OneThreadWorkers, worker_threads
 from aegir.train.supervised import fit, initial_model, training_examples
@@ -112,9 +113,14 @@ def train_agent(agent_name: str, params: Params, data_dir: Path, out_dir: Path, 
     run_print = fingerprint({"agent": asdict(agent), "phase1": asdict(cfg), "model": asdict(mcfg),
                              "data": data_print, "processes": accelerator.num_processes, "workers": threads,
                              **({"init": init_print} if init_print else {})})
-    optimizer = make_optimizer(model, cfg)
-    progress = load_state(state_dir, model, optimizer, run_print) or TrainingProgress(0, 0, 0)
-    model, optimizer = accelerator.prepare(model, optimizer)
+    # what the steps train: the model, or the model and the gates through which the frozen
+    # model it starts from reads its states (aegir.train.seam)
+    trained = SeamStudent(model, initial_model(agent, mcfg, out_dir.parent)[0], agent.seam_weight) \
+        if agent.seam_weight else model
+    optimizer = make_optimizer(trained, cfg)
+    progress = load_state(state_dir, trained, optimizer, run_print) or TrainingProgress(0, 0, 0)
+    trained, optimizer = accelerator.prepare(trained, optimizer)
+    model = accelerator.unwrap_model(trained).model if agent.seam_weight else trained
 
     live_dir = metrics_dir / "live"
     if progress.step > 0:
@@ -124,10 +130,10 @@ def train_agent(agent_name: str, params: Params, data_dir: Path, out_dir: Path, 
     workers = OneThreadWorkers(threads) if threads > 1 else None
     loop = TrainingLoop(
         accelerator, live, total_steps, cfg.log_every, cfg.eval_every, cfg.checkpoint_every,
-        save=lambda at: save_state(state_dir, accelerator.unwrap_model(model), optimizer, at, run_print,
+        save=lambda at: save_state(state_dir, accelerator.unwrap_model(trained), optimizer, at, run_print,
                                    snapshot=live_dir),
         validate=lambda: evaluate(model, valid_examples, cfg.eval_batch_size, accelerator, workers))
-    step = fit(model, optimizer, train_examples, cfg, agent.seed, epochs, progress, loop, accelerator, workers,
+    step = fit(trained, optimizer, train_examples, cfg, agent.seed, epochs, progress, loop, accelerator, workers,
                f"phase1 {agent_name}")
     # the curve's last point: the same single-read evaluation as its others (as phase3 logs its
     # curves), not the scoring below, whose `reading` may change without retraining: a run
@@ -156,6 +162,7 @@ def train_agent(agent_name: str, params: Params, data_dir: Path, out_dir: Path, 
             "num_parameters": sum(p.numel() for p in unwrapped.parameters()),
             "num_processes": accelerator.num_processes,
             JOINT_CONFIG_KEY: repeats.to_json(),  # the reading's joint decoding (aegir.eval.joint)
+            **({"seam_gates": accelerator.unwrap_model(trained).gates_json()} if agent.seam_weight else {}),
         }, beside=lambda staging: save_eval_reads(staging / READS_FILE, reads, {
             "checkpoint": checkpoint_fingerprint(staging), "data": data_print,
             "prepare": asdict(params.prepare), "reading": asdict(params.reading)}))

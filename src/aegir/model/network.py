@@ -166,6 +166,10 @@ class LossSums:
     def __add__(self, other: LossSums) -> LossSums:
         return LossSums(*(x + y for x, y in zip(self.tensors(), other.tensors())))
 
+    def like(self, tensors) -> LossSums:
+        """Sums of this kind from `tensors`, in the order `tensors()` gives them."""
+        return LossSums(*tensors)
+
     def chunk_stats(self) -> ChunkStats:
         """F, G and the achieved ratio of these bytes (detached), as `chunk_stats` gives them."""
         n = self.real_bytes.clamp(min=1)

@@ -224,6 +224,18 @@ def fused_state_one_at_a_time(orch: SwarmOrchestrator, batch: Batch, activation_
             for layer in range(len(rows[0]))]
 
 
+def open_seam_gates(orch: SwarmOrchestrator, gates: dict[str, dict]) -> None:
+    """Start the fusion gates of the specialists trained through the seam where that training
+    left them (`gates[name]`: config.json's `seam_gates`, `aegir.train.seam`): the primary reading
+    such a specialist's state through them is what the specialist was trained to help. Every
+    other specialist's gates stay closed (zero)."""
+    with torch.no_grad():
+        for s, name in enumerate(orch.specialist_names):
+            if name in gates:
+                orch.fusion.wkv_gate[s].copy_(torch.tensor(gates[name]["wkv"]))
+                orch.fusion.shift_gate[s].copy_(torch.tensor(gates[name]["shift"]))
+
+
 def build_orchestrator(primary: AegirModel, specialists: dict[str, AegirModel],
                        activation_threshold: float = 0.5,
                        router_init_rate: float | None = None) -> SwarmOrchestrator:

@@ -73,7 +73,7 @@ from aegir.model.checkpoint import checkpoint_fingerprint, load_checkpoint, save
 from aegir.model.network import AegirModel
 from aegir.orchestrator.checkpoint import save_orchestrator
 from aegir.orchestrator.evaluation import evaluate_all, measure_survival, stage_seconds
-from aegir.orchestrator.model import SwarmOrchestrator, build_orchestrator
+from aegir.orchestrator.model import SwarmOrchestrator, build_orchestrator, open_seam_gates
 from aegir.orchestrator.specialist import load_agents
 from aegir.rl.parl_training import train_run
 from aegir.rl.ppo import deterministic_kernels
@@ -89,6 +89,12 @@ def load_phase1(params: Params, models_dir: Path) -> tuple[AegirModel, dict[str,
     check_config(not unknown, "phase3.specialists", f"unknown agent(s) {unknown}; known: {', '.join(params.agents)}")
     primary = load_agents(models_dir, ["primary"])["primary"]
     return primary, load_agents(models_dir, list(cfg.specialists)), {name: models_dir / name for name in cfg.specialists}
+
+
+def seam_gates(dirs: dict[str, Path]) -> dict[str, dict]:
+    """name → the fusion gates a specialist trained through the seam keeps (`seam_gates`)."""
+    configs = {name: json.loads((path / "config.json").read_text(encoding="utf-8")) for name, path in dirs.items()}
+    return {name: config["seam_gates"] for name, config in configs.items() if "seam_gates" in config}
 
 
 def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics_dir: Path,
@@ -115,8 +121,11 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
     def fresh(with_specialists: bool) -> SwarmOrchestrator:
         torch.manual_seed(cfg.seed)
         primary = load_checkpoint(models_dir / "primary")[0].train()
-        return build_orchestrator(primary, specialists if with_specialists else {}, cfg.activation_threshold,
+        orch = build_orchestrator(primary, specialists if with_specialists else {}, cfg.activation_threshold,
                                   cfg.router_init_rate)
+        if with_specialists:
+            open_seam_gates(orch, seam_gates(dirs))
+        return orch
 
     summaries = {}
     runs = {"fused": fresh(True), "control": fresh(False)}

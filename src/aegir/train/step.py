@@ -216,11 +216,12 @@ class ShardedStep:
         for sums in shard_sums[1:]:
             total = total + sums
         # ∂loss/∂sums at the whole batch's sums: a tiny graph over the seven scalars
-        leaves = LossSums(*(x.detach().requires_grad_(x.is_floating_point()) for x in total.tensors()))
+        leaves = total.like(x.detach().requires_grad_(x.is_floating_point()) for x in total.tensors())
         loss, parts = self.model.loss_of_sums(leaves)
         floating = [x for x in leaves.tensors() if x.requires_grad]
-        slopes = iter(torch.autograd.grad(loss, floating))
-        weights = LossSums(*(next(slopes) if x.requires_grad else torch.zeros(()) for x in leaves.tensors()))
+        slopes = iter(torch.autograd.grad(loss, floating, allow_unused=True))  # None: a sum the loss does not use
+        weights = total.like((next(slopes) if x.requires_grad else None) for x in leaves.tensors())
+        weights = weights.like(torch.zeros(()) if w is None else w for w in weights.tensors())
         worker_grads = self.workers.map(lambda q: self._gradients([shard_sums[i] for i in q], weights), queues)
         for i, p in enumerate(self.params):
             g = None
