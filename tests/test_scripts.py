@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 
+import pytest
+
+from aegir.errors import AegirError
 from conftest import ROOT
 
 
@@ -47,3 +50,23 @@ def test_phase4_study_reads_only_experiments_named_by_seed_and_cost():
     assert study.NAME.match("p4-s2-c0.015").groups() == ("2", "0.015")
     for name in ("p4-s2", "exp-1234", "p4-sx-c0.03"):
         assert study.NAME.match(name) is None
+
+
+def test_lofo_names_each_real_tables_family_and_pairs_seeds():
+    lofo = load_script("lofo")
+    layouts = lofo.layout_families()
+    assert lofo.family_of("Event_holidays-iso-AR-2026_real.json.gz", layouts) == "holidays"
+    assert lofo.family_of("Place_us-states-admitted-US-2_real.json.gz", layouts) == "us_states"  # longest layout
+    assert lofo.family_of("Movie_movies-de-1994_real.json.gz", layouts) == "movies"
+    with pytest.raises(AegirError, match="names no layout"):
+        lofo.family_of("Place_nowhere-1_real.json.gz", layouts)
+
+    def run(a: float, b: float) -> dict:
+        return {"airports": {"cta": {"f1": a, "n": 10}, "cpa": {"f1": b, "n": 0}},
+                lofo.HELD_OUT: {"cta": {"f1": a, "n": 10}, "cpa": {"f1": b, "n": 0}}}
+
+    table = lofo.summary([run(80, 50), run(82, 50)], [run(81, 50), run(86, 50)])
+    cta = table[lofo.HELD_OUT]["cta"]
+    assert (cta["before"], cta["after"], cta["change"], cta["min"], cta["max"]) == (81, 83.5, 2.5, 1, 4)
+    text = lofo.markdown(table, {"airports"})
+    assert "| airports (motivated) | 10 | 81.00 | 83.50 | +2.50 [+1.00, +4.00] | 0 | | | |" in text

@@ -355,6 +355,29 @@ def test_real_world_formats_are_in_the_benchmark():
     assert len(currencies) >= 10  # ISO codes beyond the few of the sites themselves (3 before)
 
 
+def _columns_with(tables, cpa: str | None, cta: str, domains: set[str] | None = None) -> list[list[str]]:
+    return [[c for c in col if not is_missing(c)] for t in tables if domains is None or t.domain in domains
+            for col, a, b in zip(t.columns, t.cpa, t.cta) if a == cpa and b == cta]
+
+
+def test_formats_where_user_tables_failed_are_in_the_benchmark():
+    """Films listed by year, one salary amount per row, departments that are no places
+    (docs/data.md, "Formats as sites write them")."""
+    train = bench(MEDIUM)["train"] + bench(MEDIUM)["test"]
+    years = re.compile(r"(19|20)\d\d")
+    movie_dates = _columns_with(train, "datePublished", "Date", {"Movie"})
+    assert any(col and all(years.fullmatch(c) for c in col) for col in movie_dates)  # a release year alone
+    assert any(col and not any(years.fullmatch(c) for c in col) for col in movie_dates)  # and full dates
+    other_dates = _columns_with(train, "datePublished", "Date", set(DOMAIN_NAMES) - {"Movie"})
+    assert other_dates and not any(years.fullmatch(c) for col in other_dates for c in col)  # only films
+    salaries = [c for col in _cells_of(train, "MonetaryAmount") for c in col]
+    assert any(re.fullmatch(r"[^\d\s]{1,3}[\d,]+|[\d.,]+ \S{1,3}", c) for c in salaries)  # $120000, 52.000 €
+    assert any(re.fullmatch(r"\d+[-–] ?\d+.*|.*\d - .*\d.*", c) for c in salaries)  # ranges stay
+    departments = {c for col in _columns_with(train, None, "category", {"JobPosting", "Person"}) for c in col}
+    assert {"Engineering", "Sales", "Marketing"} & departments and departments <= {
+        v for d in vocab.DEPARTMENTS for v in (d, d.lower(), d.upper())}
+
+
 def test_columns_of_words_come_in_several_cases_and_rows_in_several_orders():
     b = bench(MEDIUM)
     tables = b["train"] + b["test"]

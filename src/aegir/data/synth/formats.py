@@ -55,6 +55,9 @@ DATE_FORMATS: tuple[Formatter, ...] = (
     lambda c, d: f"{d.day}. {month_name(c, d.month)} {d.year}",
     lambda c, d: f"{_en_month(d.month)[:3]} {d.day}, {d.year}",
 )
+# A release written as its year alone (film and record listings: "1994"); the date kinds that
+# sites shorten so take DATE_FORMATS plus this one (`kinds.year_or_date_kind`).
+YEAR_FORMAT: Formatter = lambda c, d: str(d.year)  # noqa: E731 (one formatter among lambdas)
 PREFERRED_DATE = {"en_US": (0, 3, 4, 8, 11), "en_GB": (0, 2, 5, 6), "de": (0, 1, 10), "fr": (0, 2, 5),
                   "es": (0, 2, 5), "it": (0, 2, 5), "nl": (0, 9, 5)}
 
@@ -626,6 +629,11 @@ SALARY_FORMATS: tuple[Formatter, ...] = (
     lambda c, s: f"{group_digits(s[0], 0, '.', ',')} € – {group_digits(s[1], 0, '.', ',')} € pro "
                  + ("Jahr" if s[2] == "year" else "Stunde"),
     lambda c, s: f"from {currency_symbol(c.currency)}{s[0]:,}/{s[2]}",
+    # one amount, as staff lists and many boards write a pay: $120000, $120,000, 52.000 €, 120000 USD
+    lambda c, s: f"{currency_symbol(c.currency)}{s[0]}",
+    lambda c, s: f"{currency_symbol(c.currency)}{s[0]:,}",
+    lambda c, s: f"{group_digits(s[0], 0, '.', ',')} {currency_symbol(c.currency)}",
+    lambda c, s: f"{s[0]} {c.currency}",
 )
 
 

@@ -64,6 +64,19 @@ def datetime_kind(name: str, draw: Callable[[TableContext, Row], datetime]) -> K
     return Kind(name, as_datetime, F.DATETIME_FORMATS, by_locale(F.PREFERRED_DATETIME))
 
 
+def year_or_date_kind(name: str, draw: Callable[[TableContext, Row], date]) -> Kind:
+    """A date that listings often cut to its year (a film's or a record's release): the date
+    formats plus the year alone, which a site picks about as often as its usual date style."""
+    dated = date_kind(name, draw)
+    year = len(F.DATE_FORMATS)
+    locale_styles = dated.preferred
+
+    def preferred(ctx: TableContext) -> tuple[int, ...]:
+        styles = locale_styles(ctx)
+        return styles + (year,) * max(1, len(styles) // 2)
+    return Kind(name, dated.draw, (*F.DATE_FORMATS, F.YEAR_FORMAT), preferred)
+
+
 def time_kind(name: str, draw: Callable[[TableContext, Row], tuple[int, int]]) -> Kind:
     return Kind(name, draw, F.TIME_FORMATS, by_locale(F.PREFERRED_TIME))
 
@@ -168,6 +181,7 @@ K: dict[str, Kind] = {k.name: k for k in (
     datetime_kind("start_datetime", L.event_start), datetime_kind("end_datetime", L.event_end),
     date_kind("start_date", L.event_start), date_kind("end_date", L.event_end),
     date_kind("published", L.published_date), date_kind("created", L.created_date),
+    year_or_date_kind("release", L.published_date),
     date_kind("birth_date", L.birth_date), date_kind("death_date", L.death_date),
     date_kind("posted", L.posted_date), date_kind("valid_through_date", L.valid_through),
     datetime_kind("valid_through", L.valid_through),
@@ -244,6 +258,7 @@ K: dict[str, Kind] = {k.name: k for k in (
     words("recipe_category", L.pick(vocab.RECIPE_CATEGORIES)),
     words("cooking_method", L.pick(vocab.COOKING_METHODS)),
     words("employment_type", L.pick(vocab.EMPLOYMENT_TYPES)),
+    words("department", L.pick(vocab.DEPARTMENTS)),
     Kind("amenities", L.some(vocab.AMENITIES, 1, 4), F.joined(", ", " | ", "; "), lambda c: (0,)),
     Kind("payment", L.some(vocab.PAYMENT_METHODS, 1, 5), F.joined(", ", " | ", "; ", " / "), lambda c: (0,)),
     words("colour", lambda c, r: c.providers.text.color() if c.rng.random() < 0.5 else c.fake.color_name()),

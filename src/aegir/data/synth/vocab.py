@@ -378,6 +378,19 @@ EXPERIENCE_FIELDS = ("software development", "sales", "customer service", "proje
 EMPLOYMENT_TYPES = ("FULL_TIME", "PART_TIME", "CONTRACTOR", "TEMPORARY", "INTERN", "VOLUNTEER",
                     "PER_DIEM", "Full-time", "Part-time", "Contract", "Temporary", "Internship",
                     "Vollzeit", "Teilzeit", "CDI", "Tiempo completo")
+# The units of an organisation, as staff lists, job boards and directories name them: words that
+# are capitalised like places and are no place.
+DEPARTMENTS = ("Engineering", "Sales", "Marketing", "Finance", "Human Resources", "HR", "Legal",
+               "Operations", "Customer Support", "Customer Service", "Research and Development",
+               "R&D", "IT", "Information Technology", "Procurement", "Purchasing", "Logistics",
+               "Quality Assurance", "Product Management", "Design", "Administration", "Accounting",
+               "Public Relations", "Communications", "Facilities", "Security", "Compliance",
+               "Business Development", "Data Science", "Supply Chain", "Manufacturing", "Production",
+               "Training", "Controlling", "Strategy", "Executive Office", "Treasury", "Audit",
+               "Vertrieb", "Einkauf", "Buchhaltung", "Personalabteilung", "Entwicklung", "Verwaltung",
+               "Kundendienst", "Ventes", "Comptabilité", "Ressources humaines", "Direction juridique",
+               "Ventas", "Contabilidad", "Recursos Humanos", "Vendite", "Amministrazione",
+               "Inkoop", "Verkoop", "Klantenservice")
 WORK_HOURS = ("40 hours per week", "Mon-Fri, 9:00-17:00", "38.5 h/week", "Full-time (40h)",
               "Shift work", "20 hours per week", "Flexible hours", "8am - 5pm", "Monday to Friday",
               "Night shifts", "Weekends only", "37,5 Std./Woche", "35 heures", "Rotating shifts",
@@ -673,9 +686,7 @@ WEEKDAY_ABBREVIATIONS: dict[str, tuple[str, ...]] = {
 # Category vocabularies of registries and directories (a type, a class, a status).
 PLACE_CATEGORIES = ("City", "Town", "Village", "Municipality", "Capital", "Suburb", "Hamlet",
                     "Borough", "County seat", "Island", "Region", "Province", "State", "Territory",
-                    "Standard", "PO Box", "Unique", "Military", "Small airport", "Medium airport",
-                    "Large airport", "Heliport", "Seaplane base", "Closed", "Stadt", "Gemeinde",
-                    "Commune", "Ville", "Municipio")
+                    "Stadt", "Gemeinde", "Commune", "Ville", "Municipio")
 ORGANISATION_CATEGORIES = ("Bank", "Savings bank", "Credit union", "Cooperative", "Public company",
                            "Private company", "Non-profit", "Foundation", "GmbH", "AG", "SA", "Ltd",
                            "LLC", "Branch", "Head office", "Subsidiary", "Government agency")

@@ -1,0 +1,159 @@
+"""A generator change measured on the `real` families that did not motivate it (leave-one-family-out).
+
+    python scripts/lofo.py --before models/a models/b --after /tmp/new/s0/model /tmp/new/s1/model \\
+        --before-data data/prepared --after-data /tmp/new/data --motivated movies --json out.json
+
+Each checkpoint (one per seed; `--before` trained on the generator before the change, `--after`
+on it after) is scored on the `real` split per family (`aegir.data.real.sources.FAMILIES`, a
+table's family from its layout, `layouts.csv`), reading each table as the pipeline scores it: its
+stored reads where the stage kept them for that data (`aegir.eval.reads`), else re-scored. The
+families named by `--motivated` are the ones whose errors led to the change; they are reported
+but left out of the held-out figure, which pools every other family's columns. Prints CTA and
+CPA micro-F1 per family and for the held-out pool: the mean over seeds, before and after, the
+change and its spread (the smallest and largest per-seed change, before and after paired by
+position). The `real` split must be the same in both data directories (checked).
+See docs/experiments.md for the runs this script measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+from importlib import resources
+from pathlib import Path
+
+from aegir import atomic
+from aegir.calibration import StoredTargets
+from aegir.config import REAL_SPLIT
+from aegir.data.real import LAYOUTS_FILE
+from aegir.errors import AegirError
+from aegir.eval.grouped import ALL_LABELS, predict_tables
+from aegir.eval.metrics import f1_scores
+from aegir.eval.predict import gold_and_predicted
+from aegir.eval.reads import stored_predictions
+from aegir.inference import load_for_inference
+
+TASKS = ("cta", "cpa")
+HELD_OUT = "held-out"
+
+
+def layout_families() -> dict[str, str]:
+    """layout name → family, from the real split's layouts.csv."""
+    text = resources.files("aegir.data.real").joinpath(LAYOUTS_FILE).read_text(encoding="utf-8")
+    return {row["layout"]: row["family"] for row in csv.DictReader(text.splitlines())}
+
+
+def family_of(table_id: str, layouts: dict[str, str]) -> str:
+    """The family of a real table id `<domain>_<layout>-<group key>_real.json.gz` (the longest
+    layout name that its middle starts with)."""
+    middle = table_id.split("_", 1)[1]
+    matches = [name for name in layouts if middle.startswith(name + "-")]
+    if not matches:
+        raise AegirError(f"real table {table_id!r} names no layout of {LAYOUTS_FILE}")
+    return layouts[max(matches, key=len)]
+
+
+def real_predictions(checkpoint: Path, stored: StoredTargets) -> tuple[list, list]:
+    """(examples, predictions) of `checkpoint` on the real split of `stored.data`, as scored."""
+    annotator = load_for_inference(checkpoint)
+    config = json.loads((checkpoint / "config.json").read_text(encoding="utf-8"))
+    examples = stored.examples(REAL_SPLIT)
+    plan = stored.plan(REAL_SPLIT, annotator.read_columns, annotator.read_views, annotator.prepare)
+    ids = [e.table_id for e in examples]
+    store, _ = stored.open(checkpoint, config.get("params", {}))
+    kept = stored_predictions(store, REAL_SPLIT, plan.reads) if store is not None else None
+    if kept is None:
+        return examples, annotator.predict_plan(plan, ids)
+    return examples, predict_tables(lambda _reads, _k: kept, plan, ids, ALL_LABELS, annotator.decode)
+
+
+def family_scores(examples: list, predictions: list, motivated: set[str]) -> dict[str, dict[str, dict]]:
+    """{family or HELD_OUT: {task: {"f1": micro-F1 × 100, "n": labelled columns}}}."""
+    layouts = layout_families()
+    groups: dict[str, list[int]] = {}
+    for i, example in enumerate(examples):
+        family = family_of(example.table_id, layouts)
+        groups.setdefault(family, []).append(i)
+        if family not in motivated:
+            groups.setdefault(HELD_OUT, []).append(i)
+    out = {}
+    for family, rows in sorted(groups.items()):
+        pairs = gold_and_predicted([examples[i] for i in rows], [predictions[i] for i in rows])
+        out[family] = {task: {"f1": 100 * f1_scores(*pairs[task]).micro_f1, "n": sum(g is not None for g in pairs[task][0])}
+                       for task in TASKS}
+    return out
+
+
+def summary(before: list[dict], after: list[dict]) -> dict[str, dict[str, dict]]:
+    """Per family and task: mean before/after over seeds, the change, its per-seed min and max."""
+    out: dict[str, dict[str, dict]] = {}
+    for family in before[0]:
+        out[family] = {}
+        for task in TASKS:
+            b = [run[family][task]["f1"] for run in before]
+            a = [run[family][task]["f1"] for run in after]
+            deltas = [y - x for x, y in zip(b, a)]
+            out[family][task] = {"n": before[0][family][task]["n"], "before": statistics.fmean(b),
+                                 "after": statistics.fmean(a), "change": statistics.fmean(a) - statistics.fmean(b),
+                                 "min": min(deltas), "max": max(deltas)}
+    return out
+
+
+def markdown(table: dict[str, dict[str, dict]], motivated: set[str]) -> str:
+    lines = ["| family | CTA n | CTA before | CTA after | change [min, max] | CPA n | CPA before | CPA after "
+             "| change [min, max] |", "|---" * 9 + "|"]
+    order = [f for f in table if f != HELD_OUT] + [HELD_OUT]
+    for family in order:
+        name = f"{family} (motivated)" if family in motivated else family
+        name = f"**{name}**" if family == HELD_OUT else name
+        cells = []
+        for task in TASKS:
+            s = table[family][task]
+            if s["n"] == 0:
+                cells.append("0 | | | |")
+                continue
+            cells.append(f"{s['n']} | {s['before']:.2f} | {s['after']:.2f} | "
+                         f"{s['change']:+.2f} [{s['min']:+.2f}, {s['max']:+.2f}]")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", nargs="+", required=True, type=Path, help="checkpoints, one per seed")
+    parser.add_argument("--after", nargs="+", required=True, type=Path, help="checkpoints, the same seeds in order")
+    parser.add_argument("--before-data", required=True, type=Path, help="the prepared data the --before runs read")
+    parser.add_argument("--after-data", required=True, type=Path, help="the prepared data the --after runs read")
+    parser.add_argument("--motivated", nargs="*", default=[], help="families whose errors motivated the change")
+    parser.add_argument("--json", type=Path, help="also write the per-seed and summary figures here")
+    args = parser.parse_args()
+    if len(args.before) != len(args.after):
+        parser.error(f"{len(args.before)} --before checkpoints but {len(args.after)} --after: pair them by seed")
+    motivated = set(args.motivated)
+    try:
+        unknown = motivated - set(layout_families().values())
+        if unknown:
+            raise AegirError(f"--motivated names no real family: {', '.join(sorted(unknown))}")
+        runs = {}
+        for side, data, checkpoints in (("before", args.before_data, args.before), ("after", args.after_data, args.after)):
+            stored = StoredTargets(data)
+            runs[side] = []
+            for checkpoint in checkpoints:
+                examples, predictions = real_predictions(checkpoint, stored)
+                runs[side].append(family_scores(examples, predictions, motivated))
+            runs[f"{side}_ids"] = [(e.table_id, e.cta_labels.tolist(), e.cpa_labels.tolist()) for e in examples]
+        if runs["before_ids"] != runs["after_ids"]:
+            raise AegirError(f"the real split of {args.before_data} and of {args.after_data} differ")
+    except AegirError as exc:
+        parser.exit(2, f"lofo: error: {exc}\n")
+    table = summary(runs["before"], runs["after"])
+    print(markdown(table, motivated))
+    if args.json:
+        atomic.write_json(args.json, {"motivated": sorted(motivated), "summary": table,
+                                      "before": runs["before"], "after": runs["after"]})
+
+
+if __name__ == "__main__":
+    main()
