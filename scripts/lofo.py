@@ -11,7 +11,10 @@ families named by `--motivated` are the ones whose errors led to the change; the
 but left out of the held-out figure, which pools every other family's columns. Prints CTA and
 CPA micro-F1 per family and for the held-out pool: the mean over seeds, before and after, the
 change and its spread (the smallest and largest per-seed change, before and after paired by
-position). The `real` split must be the same in both data directories (checked).
+position). The `real` split must be the same in both data directories (checked). With
+`--baseline` the TF-IDF baseline (params.yaml `baselines`) is fitted on the `--after-data`'s `train`
+split and scored per family too, beside the after runs' margin over it (issue 39's target: the
+primary ≥ baseline + 5 on `real` and on each held-out family group).
 See docs/experiments.md for the runs this script measured.
 """
 
@@ -26,9 +29,11 @@ from pathlib import Path
 
 from aegir import atomic
 from aegir.calibration import StoredTargets
-from aegir.config import REAL_SPLIT
+from aegir.config import REAL_SPLIT, load_params
+from aegir.data.prepared import read_split, tables_from_arrow
 from aegir.data.real import LAYOUTS_FILE
 from aegir.errors import AegirError
+from aegir.eval import baselines
 from aegir.eval.grouped import ALL_LABELS, predict_tables
 from aegir.eval.metrics import f1_scores
 from aegir.eval.predict import gold_and_predicted
@@ -86,6 +91,37 @@ def family_scores(examples: list, predictions: list, motivated: set[str]) -> dic
     return out
 
 
+def grouped_f1(groups: dict[str, tuple[list, list]]) -> dict[str, dict]:
+    """{group: {"f1", "n"}} from {group: (gold, predicted)} label lists."""
+    return {key: {"f1": 100 * f1_scores(gold, pred).micro_f1, "n": sum(g is not None for g in gold)}
+            for key, (gold, pred) in sorted(groups.items())}
+
+
+def baseline_family_scores(data: Path, params_path: str, motivated: set[str]) -> dict[str, dict[str, dict]]:
+    """The TF-IDF baseline fitted on `data`'s train split, scored per family (and HELD_OUT) on
+    its real split: {family: {task: {"f1", "n"}}}."""
+    cfg = load_params(params_path).baselines
+    train = tables_from_arrow(read_split(data, "train"))
+    tables = tables_from_arrow(read_split(data, REAL_SPLIT))
+    layouts = layout_families()
+    out: dict[str, dict[str, dict]] = {}
+    for task in TASKS:
+        model = baselines.fit(*baselines.labelled_columns(train, task, cfg.max_cells), cfg)
+        groups: dict[str, tuple[list, list]] = {}
+        for table in tables:
+            docs, gold = baselines.labelled_columns([table], task, cfg.max_cells)
+            if not docs:
+                continue
+            predicted = list(model.predict(docs))
+            family = family_of(table.table_id, layouts)
+            for key in (family,) if family in motivated else (family, HELD_OUT):
+                groups.setdefault(key, ([], []))[0].extend(gold)
+                groups[key][1].extend(predicted)
+        for key, scores in grouped_f1(groups).items():
+            out.setdefault(key, {})[task] = scores
+    return out
+
+
 def summary(before: list[dict], after: list[dict]) -> dict[str, dict[str, dict]]:
     """Per family and task: mean before/after over seeds, the change, its per-seed min and max."""
     out: dict[str, dict[str, dict]] = {}
@@ -101,9 +137,13 @@ def summary(before: list[dict], after: list[dict]) -> dict[str, dict[str, dict]]
     return out
 
 
-def markdown(table: dict[str, dict[str, dict]], motivated: set[str]) -> str:
-    lines = ["| family | CTA n | CTA before | CTA after | change [min, max] | CPA n | CPA before | CPA after "
-             "| change [min, max] |", "|---" * 9 + "|"]
+def markdown(table: dict[str, dict[str, dict]], motivated: set[str], baseline: dict | None = None) -> str:
+    def head(task: str) -> str:
+        extra = f" {task} baseline | {task} after − baseline |" if baseline else ""
+        return f" {task} n | {task} before | {task} after | change [min, max] |" + extra
+
+    lines = ["| family |" + head("CTA") + head("CPA"),
+             "|---" * (9 + (4 if baseline else 0)) + "|"]
     order = [f for f in table if f != HELD_OUT] + [HELD_OUT]
     for family in order:
         name = f"{family} (motivated)" if family in motivated else family
@@ -112,10 +152,13 @@ def markdown(table: dict[str, dict[str, dict]], motivated: set[str]) -> str:
         for task in TASKS:
             s = table[family][task]
             if s["n"] == 0:
-                cells.append("0 | | | |")
+                cells.append("0 | | | |" + (" | |" if baseline else ""))
                 continue
-            cells.append(f"{s['n']} | {s['before']:.2f} | {s['after']:.2f} | "
-                         f"{s['change']:+.2f} [{s['min']:+.2f}, {s['max']:+.2f}]")
+            cell = f"{s['n']} | {s['before']:.2f} | {s['after']:.2f} | {s['change']:+.2f} [{s['min']:+.2f}, {s['max']:+.2f}]"
+            if baseline:
+                b = baseline.get(family, {}).get(task)
+                cell += f" | {b['f1']:.2f} | {s['after'] - b['f1']:+.2f}" if b else " | | "
+            cells.append(cell)
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -127,6 +170,9 @@ def main() -> None:
     parser.add_argument("--before-data", required=True, type=Path, help="the prepared data the --before runs read")
     parser.add_argument("--after-data", required=True, type=Path, help="the prepared data the --after runs read")
     parser.add_argument("--motivated", nargs="*", default=[], help="families whose errors motivated the change")
+    parser.add_argument("--baseline", action="store_true",
+                        help="also fit the TF-IDF baseline on --after-data's train split and score it per family")
+    parser.add_argument("--params", default="params.yaml", help="for the baseline's params")
     parser.add_argument("--json", type=Path, help="also write the per-seed and summary figures here")
     args = parser.parse_args()
     if len(args.before) != len(args.after):
@@ -146,12 +192,13 @@ def main() -> None:
             runs[f"{side}_ids"] = [(e.table_id, e.cta_labels.tolist(), e.cpa_labels.tolist()) for e in examples]
         if runs["before_ids"] != runs["after_ids"]:
             raise AegirError(f"the real split of {args.before_data} and of {args.after_data} differ")
+        base = baseline_family_scores(args.after_data, args.params, motivated) if args.baseline else None
     except AegirError as exc:
         parser.exit(2, f"lofo: error: {exc}\n")
     table = summary(runs["before"], runs["after"])
-    print(markdown(table, motivated))
+    print(markdown(table, motivated, base))
     if args.json:
-        atomic.write_json(args.json, {"motivated": sorted(motivated), "summary": table,
+        atomic.write_json(args.json, {"motivated": sorted(motivated), "summary": table, "baseline": base,
                                       "before": runs["before"], "after": runs["after"]})
 
 

@@ -400,3 +400,24 @@ def test_params_checks_every_preset_as_phase1_builds_it(tmp_path, change, expect
     assert result.exit_code == 2
     assert str(path) in result.output and re.search(expected, result.output), result.output
     assert invoke("params", "--params", ROOT / "params.yaml").exit_code == 0
+
+
+def test_lofo_script_scores_families_and_the_baseline(tmp_path, checkpoint, prepared):
+    """scripts/lofo.py end to end: one checkpoint on both sides changes no family's F1; the
+    baseline fitted on the after data's train split is scored per family, the held-out pool
+    being every family but the motivated one."""
+    out = tmp_path / "lofo.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts/lofo.py"), "--before", str(checkpoint),
+                           "--after", str(checkpoint), "--before-data", str(prepared), "--after-data", str(prepared),
+                           "--motivated", "movies", "--baseline", "--params", str(ROOT / "params.yaml"),
+                           "--json", str(out)], env=tool_env(ROOT), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "CTA after − baseline" in proc.stdout and "| movies (motivated) |" in proc.stdout
+    result = json.loads(out.read_text())
+    summary, base = result["summary"], result["baseline"]
+    assert all(s[task]["change"] == 0 for s in summary.values() for task in ("cta", "cpa"))
+    for task in ("cta", "cpa"):
+        families = [f for f in base if f not in ("held-out", "movies")]
+        assert base["held-out"][task]["n"] == sum(base[f][task]["n"] for f in families if task in base[f])
+        assert base["held-out"][task]["n"] == summary["held-out"][task]["n"]  # the same columns as the model's
+        assert 0 <= base["held-out"][task]["f1"] <= 100
