@@ -11,7 +11,9 @@ families named by `--motivated` are the ones whose errors led to the change; the
 but left out of the held-out figure, which pools every other family's columns. Prints CTA and
 CPA micro-F1 per family and for the held-out pool: the mean over seeds, before and after, the
 change and its spread (the smallest and largest per-seed change, before and after paired by
-position). The `real` split must be the same in both data directories (checked). With
+position). Pair runs that differ in `synthetic.seed` as well as the model's seed where you
+can: one data draw alone moved the held-out CTA by 2 points (docs/experiments.md). The `real`
+split must be the same in both data directories (checked). With
 `--baseline` the TF-IDF baseline (params.yaml `baselines`) is fitted on the `--after-data`'s `train`
 split and scored per family too, beside the after runs' margin over it (issue 39's target: the
 primary ≥ baseline + 5 on `real` and on each held-out family group).
