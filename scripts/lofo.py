@@ -23,23 +23,19 @@ See docs/experiments.md for the runs this script measured.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
-from importlib import resources
 from pathlib import Path
 
 from aegir import atomic
 from aegir.calibration import StoredTargets
 from aegir.config import REAL_SPLIT, load_params
 from aegir.data.prepared import read_split, tables_from_arrow
-from aegir.data.real import LAYOUTS_FILE
+from aegir.data.real import LAYOUTS_FILE, load_mapping
 from aegir.errors import AegirError
 from aegir.eval import baselines
-from aegir.eval.grouped import ALL_LABELS, predict_tables
 from aegir.eval.metrics import f1_scores
 from aegir.eval.predict import gold_and_predicted
-from aegir.eval.reads import stored_predictions
 from aegir.inference import load_for_inference
 
 TASKS = ("cta", "cpa")
@@ -47,9 +43,8 @@ HELD_OUT = "held-out"
 
 
 def layout_families() -> dict[str, str]:
-    """layout name → family, from the real split's layouts.csv."""
-    text = resources.files("aegir.data.real").joinpath(LAYOUTS_FILE).read_text(encoding="utf-8")
-    return {row["layout"]: row["family"] for row in csv.DictReader(text.splitlines())}
+    """layout name → family, from the real split's mapping (layouts.csv, checked)."""
+    return {layout.name: layout.family for layout in load_mapping()}
 
 
 def family_of(table_id: str, layouts: dict[str, str]) -> str:
@@ -67,13 +62,22 @@ def real_predictions(checkpoint: Path, stored: StoredTargets) -> tuple[list, lis
     annotator = load_for_inference(checkpoint)
     config = json.loads((checkpoint / "config.json").read_text(encoding="utf-8"))
     examples = stored.examples(REAL_SPLIT)
-    plan = stored.plan(REAL_SPLIT, annotator.read_columns, annotator.read_views, annotator.prepare)
-    ids = [e.table_id for e in examples]
     store, _ = stored.open(checkpoint, config.get("params", {}))
-    kept = stored_predictions(store, REAL_SPLIT, plan.reads) if store is not None else None
-    if kept is None:
-        return examples, annotator.predict_plan(plan, ids)
-    return examples, predict_tables(lambda _reads, _k: kept, plan, ids, ALL_LABELS, annotator.decode)
+    kept = stored.predictions(annotator, store, REAL_SPLIT) if store is not None else None
+    if kept is not None:
+        return examples, kept
+    plan = stored.plan(REAL_SPLIT, annotator.read_columns, annotator.read_views, annotator.prepare)
+    return examples, annotator.predict_plan(plan, [e.table_id for e in examples])
+
+
+def pools(family: str, motivated: set[str]) -> tuple[str, ...]:
+    """The groups a family's columns count in: its own, and the held-out pool unless motivated."""
+    return (family,) if family in motivated else (family, HELD_OUT)
+
+
+def scored(gold: list, predicted: list) -> dict:
+    """{"f1": micro-F1 × 100, "n": labelled targets} of aligned label lists (gold None: unlabelled)."""
+    return {"f1": 100 * f1_scores(gold, predicted).micro_f1, "n": sum(g is not None for g in gold)}
 
 
 def family_scores(examples: list, predictions: list, motivated: set[str]) -> dict[str, dict[str, dict]]:
@@ -81,22 +85,13 @@ def family_scores(examples: list, predictions: list, motivated: set[str]) -> dic
     layouts = layout_families()
     groups: dict[str, list[int]] = {}
     for i, example in enumerate(examples):
-        family = family_of(example.table_id, layouts)
-        groups.setdefault(family, []).append(i)
-        if family not in motivated:
-            groups.setdefault(HELD_OUT, []).append(i)
+        for key in pools(family_of(example.table_id, layouts), motivated):
+            groups.setdefault(key, []).append(i)
     out = {}
     for family, rows in sorted(groups.items()):
         pairs = gold_and_predicted([examples[i] for i in rows], [predictions[i] for i in rows])
-        out[family] = {task: {"f1": 100 * f1_scores(*pairs[task]).micro_f1, "n": sum(g is not None for g in pairs[task][0])}
-                       for task in TASKS}
+        out[family] = {task: scored(*pairs[task]) for task in TASKS}
     return out
-
-
-def grouped_f1(groups: dict[str, tuple[list, list]]) -> dict[str, dict]:
-    """{group: {"f1", "n"}} from {group: (gold, predicted)} label lists."""
-    return {key: {"f1": 100 * f1_scores(gold, pred).micro_f1, "n": sum(g is not None for g in gold)}
-            for key, (gold, pred) in sorted(groups.items())}
 
 
 def baseline_family_scores(data: Path, params_path: str, motivated: set[str]) -> dict[str, dict[str, dict]]:
@@ -115,12 +110,11 @@ def baseline_family_scores(data: Path, params_path: str, motivated: set[str]) ->
             if not docs:
                 continue
             predicted = list(model.predict(docs))
-            family = family_of(table.table_id, layouts)
-            for key in (family,) if family in motivated else (family, HELD_OUT):
+            for key in pools(family_of(table.table_id, layouts), motivated):
                 groups.setdefault(key, ([], []))[0].extend(gold)
                 groups[key][1].extend(predicted)
-        for key, scores in grouped_f1(groups).items():
-            out.setdefault(key, {})[task] = scores
+        for key, (gold, predicted) in sorted(groups.items()):
+            out.setdefault(key, {})[task] = scored(gold, predicted)
     return out
 
 

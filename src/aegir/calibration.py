@@ -101,16 +101,21 @@ class StoredTargets:
             return {}, why_not
         out = {}
         for split in splits:
-            plan = self.plan(split, annotator.read_columns, annotator.read_views, annotator.prepare)
-            stored = stored_predictions(store, split, plan.reads)
-            if stored is None:
-                continue
-            examples = self.examples(split)
-            # Annotator.predict_plan, its model's predictions of the reads taken from the store
-            predictions = predict_tables(lambda _reads, _k, stored=stored: stored, plan,
-                                         [e.table_id for e in examples], ALL_LABELS, annotator.decode)
-            out[split] = scored_targets(examples, predictions, self.sizes)
+            predictions = self.predictions(annotator, store, split)
+            if predictions is not None:
+                out[split] = scored_targets(self.examples(split), predictions, self.sizes)
         return out, "other reads"
+
+    def predictions(self, annotator, store, split: str) -> list | None:
+        """Each table's prediction of `split` (every label) from `store`, merged over its reads and
+        decoded as `annotator` reads it (Annotator.predict_plan with its model's predictions of
+        the reads taken from the store); None where the store lacks that split's very reads."""
+        plan = self.plan(split, annotator.read_columns, annotator.read_views, annotator.prepare)
+        stored = stored_predictions(store, split, plan.reads)
+        if stored is None:
+            return None
+        return predict_tables(lambda _reads, _k: stored, plan, [e.table_id for e in self.examples(split)],
+                              ALL_LABELS, annotator.decode)
 
     def _swarm(self, checkpoint: Path, splits: Sequence[str]) -> tuple[dict, str]:
         """A Phase 4 swarm's: its stored merged distributions (one read per table, before the
