@@ -28,7 +28,7 @@ from aegir.config import SyntheticConfig, load_params
 from aegir.data.dataset import collate, examples_from_tables, load_examples
 from aegir.data.synth import generate_split
 from aegir.model.network import AegirModel
-from aegir.orchestrator.critical import critical_steps, orchestrator_stages, total_steps
+from aegir.orchestrator.critical import orchestrator_steps
 from aegir.orchestrator.model import build_orchestrator, fused_state_one_at_a_time
 from aegir.train.setup import model_config
 
@@ -93,9 +93,10 @@ def main() -> None:
             batched()
             one_at_a_time()  # warm-up
             fast, slow = best_of(args.repeats, batched), best_of(args.repeats, one_at_a_time)
-            stages = orchestrator_stages(primary.config, configs, [True] * k + [False] * (n - k))
+            critical, total = orchestrator_steps(primary.config, configs, [True] * k + [False] * (n - k),
+                                                 orch.stream_seam)
             print(f"{k:>2} {1000 * fast:>11.1f} {1000 * slow:>17.1f} {slow / fast:>8.2f}× "
-                  f"{critical_steps(stages):>9} {total_steps(stages):>6}")
+                  f"{critical:>9} {total:>6}")
 
 
 if __name__ == "__main__":

@@ -421,3 +421,37 @@ def test_lofo_script_scores_families_and_the_baseline(tmp_path, checkpoint, prep
         assert base["held-out"][task]["n"] == sum(base[f][task]["n"] for f in families if task in base[f])
         assert base["held-out"][task]["n"] == summary["held-out"][task]["n"]  # the same columns as the model's
         assert 0 <= base["held-out"][task]["f1"] <= 100
+
+
+def test_phase3_seeds_script_compares_paired_seeds(tmp_path):
+    """scripts/phase3_seeds.py --show: each variant's mean and range over the seeds, the fused
+    model's margin over each control per seed, flagged where the signs differ; a scores.json
+    without a variant fails naming the file."""
+    def scores(fused: float, control: float) -> dict:
+        row = {"micro_f1": 0.0}
+        out = {}
+        for name, value in (("phase1", 90.0), ("control", control), ("fused", fused), ("ensemble", 91.0)):
+            out[name] = {task: {split: {**row, "micro_f1": value} for split in ("corner_cases", "real")}
+                         for task in ("cta", "cpa")}
+        return out
+
+    (tmp_path / "seed1").mkdir()
+    (tmp_path / "seed2").mkdir()
+    (tmp_path / "main.json").write_text(json.dumps(scores(92.0, 90.0)))
+    (tmp_path / "seed1/scores.json").write_text(json.dumps(scores(91.0, 90.5)))
+    (tmp_path / "seed2/scores.json").write_text(json.dumps(scores(89.0, 90.0)))
+    out = tmp_path / "seeds.json"
+    cmd = [sys.executable, str(ROOT / "scripts/phase3_seeds.py"), "--show", "--out", str(tmp_path),
+           "--main-scores", str(tmp_path / "main.json"), "--splits", "corner_cases", "real", "--json", str(out)]
+    proc = subprocess.run(cmd, env=tool_env(ROOT), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    figures = json.loads(out.read_text())["figures"]["cta"]["corner_cases"]
+    assert figures["variants"]["fused"] == {"mean": 90.67, "min": 89.0, "max": 92.0}
+    margin = figures["margins"]["control"]
+    assert margin["per_seed"] == {"0": 2.0, "1": 0.5, "2": -1.0} and margin["mean"] == 0.5
+    assert not margin["same_sign"] and "signs differ" in proc.stdout
+    assert figures["margins"]["phase1"]["per_seed"] == {"0": 2.0, "1": 1.0, "2": -1.0}
+    # a scores.json that is not Phase 3's
+    (tmp_path / "seed2/scores.json").write_text(json.dumps({"fused": {}}))
+    proc = subprocess.run(cmd, env=tool_env(ROOT), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "seed2/scores.json: no scores for ['phase1', 'control', 'ensemble']" in proc.stderr

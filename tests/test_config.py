@@ -49,6 +49,8 @@ def test_project_params_parse():
         ({"synthetic": {"policy_train_tables": -1}}, "synthetic.policy_train_tables"),
         ({"phase4": {"route_weight": -0.5}}, "phase4.route_weight"),
         ({"phase3": {"distill_weight": 1000}}, "phase3.distill_weight"),
+        ({"phase3": {"stream_gate_init": 1e6}}, "phase3.stream_gate_init"),
+        ({"phase3": {"stream_seam": "yes"}}, "phase3.stream_seam"),
     ],
 )
 def test_bad_params_name_the_key(raw, key):

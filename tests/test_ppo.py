@@ -345,3 +345,38 @@ def test_distillation_term_is_the_soft_ce_toward_the_rollouts_output_ensemble():
     (loss - base).backward()
     assert orch.fusion.wkv_gate.grad is not None and orch.fusion.wkv_gate.grad.abs().sum() > 0
     assert all(p.grad is None for s in orch.specialists for p in s.parameters())
+
+
+def test_distillation_with_the_stream_seam_takes_the_specialists_labels_from_their_reads():
+    """With the stream seam the teacher's specialist labels come from the decoder outputs their
+    reads already hold (`specialist_logits`): on every row a specialist read, the same logits as
+    its whole forward; the distillation term then matches the one from whole forwards."""
+    from dataclasses import replace
+
+    from aegir.rl.parl import distill_loss, specialist_logits
+
+    orch, _ = orchestrator(stream_seam=True)
+    open_gates(orch, seed=2)
+    batch = make_batch(MORE_TABLES, **LABELLED)
+    settings = replace(parl_settings(rollouts=2), distill_weight=1.0)
+    rollouts, forward = collect_rollouts(orch, batch, settings, 0.3, 0.1, torch.Generator().manual_seed(0))
+    from_reads = specialist_logits(orch, batch, rollouts.reads)
+    whole = specialist_logits(orch, batch)  # no reads: every specialist's whole forward
+    read_any = False
+    for s, read in enumerate(rollouts.reads):
+        if read is None:
+            continue
+        for b in range(batch.batch_size):
+            if not rollouts.decision.activation_mask.view(2, batch.batch_size, -1)[:, b, s].any():
+                continue  # not read: masked away by the activation
+            read_any = True
+            columns = int(batch.column_mask[b].sum())
+            for task in (0, 1):
+                x, y = from_reads[s][task][b, :columns], whole[s][task][b, :columns]
+                assert torch.allclose(x, y, rtol=1e-4, atol=1e-4), (s, b, task, float((x - y).abs().max()))
+    assert read_any
+    mask, K = rollouts.decision.activation_mask, rollouts.num_rollouts
+    with torch.no_grad():
+        a = distill_loss(orch, batch, forward.output, mask, K, rollouts.reads)
+        b = distill_loss(orch, batch, forward.output, mask, K)
+    assert float(a) == pytest.approx(float(b), rel=1e-4)

@@ -117,6 +117,6 @@ def test_phase3_opens_the_gates_of_seam_trained_specialists_where_their_training
     batch = synthetic_batch(3)
     read = orch.specialists[1](batch)
     fused = orch.fuse([None, read], torch.tensor([[False, True]] * 3))
-    for ours, theirs in zip(fused, seam.gated(read)):
+    for ours, theirs in zip(fused, seam.gated(read.states)):
         for field in ("wkv", "shift_time", "shift_channel"):
             assert torch.allclose(getattr(ours, field), getattr(theirs, field), atol=1e-6), field

@@ -21,7 +21,7 @@ from aegir.orchestrator.critical import (
     Stage,
     critical_steps,
     longest_path,
-    orchestrator_stages,
+    orchestrator_steps,
     stage_graph,
     total_steps,
 )
@@ -55,10 +55,10 @@ def tiny(seed: int, **overrides) -> AegirModel:
     return trained_like(AegirModel(preset("tiny", **overrides)), seed + 100)
 
 
-def orchestrator(threshold: float = 0.5):
+def orchestrator(threshold: float = 0.5, stream_seam: bool = False):
     primary = tiny(0)
     specialists = {"same": tiny(1), "wide": tiny(2, d_model=48, head_size=16), "deep": tiny(3, main_layers=2)}
-    return build_orchestrator(primary, specialists, threshold), primary
+    return build_orchestrator(primary, specialists, threshold, stream_seam=stream_seam), primary
 
 
 def open_gates(orch, seed: int = 0) -> None:
@@ -66,6 +66,8 @@ def open_gates(orch, seed: int = 0) -> None:
     with torch.no_grad():
         orch.fusion.wkv_gate.copy_(torch.randn(orch.fusion.wkv_gate.shape, generator=g))
         orch.fusion.shift_gate.copy_(torch.randn(orch.fusion.shift_gate.shape, generator=g))
+        if orch.stream_seam:
+            orch.fusion.stream_gate.copy_(torch.randn(orch.fusion.stream_gate.shape, generator=g))
 
 
 def random_states(B: int, layers: int, heads: int, K: int, seed: int) -> list[LayerState]:
@@ -94,16 +96,28 @@ def test_frozen_specialist_reads_states_without_gradients():
     assert not specialist.model.training
     assert all(not p.requires_grad for p in specialist.parameters())
     batch = make_batch(TABLES)
-    states = specialist(batch)
+    read = specialist(batch)
+    states = read.states
+    assert read.stream is None  # the stream seam is off: no decoder runs
     assert len(states) == model.config.main_layers
     assert states[0].wkv.shape == (2, 2, 16, 16) and not states[0].wkv.requires_grad
     assert states[0].shift_time.shape == (2, 32)
     # the same states as the model's own main network gives inside a full forward
     assert torch.allclose(states[0].wkv, model(batch).main_final_state[0].wkv, atol=1e-6)
     # reading only row 1 leaves row 0 zero
-    part = specialist.read(batch, torch.tensor([1]))
+    part = specialist.read(batch, torch.tensor([1])).states
     assert torch.count_nonzero(part[0].wkv[0]) == 0
     assert torch.allclose(part[0].wkv[1], states[0].wkv[1], atol=1e-6)
+    # with the stream seam the read also holds the decoder's output per byte: the one the model's
+    # own pooling reads, zero on rows that did not run
+    streaming = FrozenSpecialist(model, "s", stream=True)
+    part = streaming.read(batch, torch.tensor([1]))
+    encoded = model.encode(batch)
+    own, _ = model.byte_stream(batch, encoded)
+    assert part.stream.shape == own.shape and not part.stream.requires_grad
+    assert torch.count_nonzero(part.stream[0]) == 0
+    length = int(batch.byte_mask[1].sum())
+    assert torch.allclose(part.stream[1, :length], own[1, :length], atol=1e-5)
 
 
 def test_alignment_is_the_identity_where_shapes_agree():
@@ -191,7 +205,7 @@ def test_open_gates_change_the_output_and_only_for_activated_rows():
     assert changed[0] > 1e-4 and changed[2] > 1e-4
     assert changed[1] == 0 and changed[3] == 0
     assert set(out.specialist_outputs) == {"same", "wide", "deep"}
-    assert out.specialist_outputs["wide"][0].wkv.shape == (4, 3, 16, 16)  # its own shape
+    assert out.specialist_outputs["wide"].states[0].wkv.shape == (4, 3, 16, 16)  # its own shape
     assert {"prefix", "fusion", "rest", "specialist/same"} <= set(out.seconds)
 
 
@@ -209,11 +223,67 @@ def test_batched_specialists_equal_one_at_a_time():
             assert torch.allclose(x, y, rtol=1e-4, atol=1e-5), (field, float((x - y).abs().max()))
 
 
+def test_stream_seam_closed_is_phase1_and_open_changes_only_activated_rows():
+    batch = make_batch(MORE_TABLES)
+    mask = torch.tensor([[1, 0, 0], [0, 0, 0], [0, 1, 1], [0, 0, 0]], dtype=torch.bool)
+    fresh, primary = orchestrator(stream_seam=True)
+    assert fresh.stream_seam and fresh.fusion.stream_gate.shape == (3, 2)
+    encoded = fresh.encode(batch)
+    closed = fresh(batch, fresh.routing_hidden(batch, encoded), encoded=encoded, decision=_decision(mask))
+    assert torch.equal(closed.output.cta_logits, primary(batch).cta_logits)  # gates at zero: Phase 1
+    assert closed.specialist_outputs["wide"].stream.shape[-1] == 48  # each read in its own width
+
+    orch, primary = orchestrator(stream_seam=True)
+    with torch.no_grad():  # only the stream seam open: what changes comes through it
+        orch.fusion.stream_gate.normal_()
+    encoded = orch.encode(batch)
+    out = orch(batch, orch.routing_hidden(batch, encoded), encoded=encoded, decision=_decision(mask))
+    changed = (out.output.cta_logits - primary(batch).cta_logits).abs().flatten(1).amax(1)
+    assert changed[0] > 1e-4 and changed[2] > 1e-4
+    assert changed[1] == 0 and changed[3] == 0
+
+
+def test_stream_seam_fusion_is_exact():
+    fusion = RWKVStateFusion(num_heads=2, head_size=4, num_agents=2, num_layers=1, stream=True)
+    with torch.no_grad():
+        fusion.stream_gate.normal_()
+    g = torch.Generator().manual_seed(8)
+    streams = [torch.randn(3, 5, 8, generator=g) for _ in range(2)]
+    streams[1][0] = float("nan")  # a row that did not run may hold anything
+    mask = torch.tensor([[1, 0], [1, 1], [0, 0]], dtype=torch.bool)
+    fused = fusion.fuse_stream(streams, mask)
+    for b in range(3):
+        want = torch.zeros(5, 2, 4)
+        for s in range(2):
+            if mask[b, s]:
+                want = want + fusion.stream_gate[s][:, None] * streams[s][b].view(5, 2, 4)
+        assert torch.equal(fused[b], want.view(5, 8)), b
+    with pytest.raises(ValueError, match="without the stream seam"):
+        RWKVStateFusion(2, 4, 2, 1).fuse_stream(streams, mask)
+
+
+def test_batched_stream_seam_equals_one_table_at_a_time():
+    orch, _ = orchestrator(stream_seam=True)
+    open_gates(orch, seed=4)
+    batch = make_batch(MORE_TABLES)  # rows of different lengths: padding in the batched read
+    mask = torch.tensor([[1, 1, 0], [0, 1, 1], [1, 0, 1], [1, 1, 1]], dtype=torch.bool)
+    with torch.no_grad():
+        batched = orch(batch, orch.routing_hidden(batch, orch.encode(batch)), decision=_decision(mask))
+        for b in range(4):
+            length = int(batch.byte_mask[b].sum())
+            table = batch.select(torch.tensor([b]))
+            table.byte_ids, table.byte_mask = table.byte_ids[:, :length], table.byte_mask[:, :length]
+            alone = orch(table, orch.routing_hidden(table, orch.encode(table)), decision=_decision(mask[b:b + 1]))
+            columns = int(batch.column_mask[b].sum())
+            x, y = batched.output.cta_logits[b, :columns], alone.output.cta_logits[0, :columns]
+            assert torch.allclose(x, y, rtol=1e-4, atol=1e-4), (b, float((x - y).abs().max()))
+
+
 def test_training_step_moves_primary_router_fusion_and_never_specialists():
     from aegir.rl.parl import PARLSettings, collect_rollouts, token_loss
     from aegir.rl.rewards import RewardConfig
 
-    orch, _ = orchestrator()
+    orch, _ = orchestrator(stream_seam=True)
     open_gates(orch, seed=5)
     batch = make_batch(MORE_TABLES, cta=[[1, 2, 3], [4, 5], [6, 7, 8], [9, 10, 11, 12]],
                        cpa=[[1, 2], [3], [4, 5], [6, 7, 8]])
@@ -229,7 +299,7 @@ def test_training_step_moves_primary_router_fusion_and_never_specialists():
     for name, before in frozen.items():
         assert torch.equal(dict(orch.named_parameters())[name], before), name
     params = orch.trainable_parameters()
-    for prefix in ("primary.", "router.", "fusion.", "alignments."):
+    for prefix in ("primary.", "router.", "fusion.wkv", "fusion.stream_gate", "alignments.", "alignments.0.stream"):
         moved = [n for n in trained if n.startswith(prefix) and not torch.equal(params[n], trained[n])]
         assert moved, f"nothing under {prefix} changed"
 
@@ -277,13 +347,18 @@ def test_critical_steps_on_a_hand_made_graph():
         Stage(-1)
 
 
-def test_orchestrator_stages_count_layer_steps():
+def test_orchestrator_steps_count_layer_steps():
     p = preset("cpu")  # 1 encoder, 2 main, 1 decoder, 1 context layer
-    s = preset("tiny", main_layers=3)  # a read: 1 encoder + 3 main
-    alone = orchestrator_stages(p, [s, s], [False, False])
-    assert critical_steps(alone) == total_steps(alone) == 1 + 2 + 1 + 1
-    both = orchestrator_stages(p, [s, s], [True, True])
-    assert critical_steps(both) == 5 + 4 and total_steps(both) == 5 + 8  # parallel reads wait once
+    s = preset("tiny", main_layers=3, decoder_layers=2)  # a read: 1 encoder + 3 main (+ 2 decoder)
+    assert orchestrator_steps(p, [s, s], [False, False]) == (1 + 2 + 1 + 1,) * 2
+    assert orchestrator_steps(p, [s, s], [True, True]) == (5 + 4, 5 + 8)  # parallel reads wait once
+    assert orchestrator_steps(p, [s, s], [True, False]) == (5 + 4, 5 + 4)
+    # the stream seam: each specialist's decoder (2) runs beside the primary's main + decoder (3)
+    # and the column attention waits for both, so it adds total work, not critical steps …
+    assert orchestrator_steps(p, [s, s], [True, True], stream=True) == (5 + 4, 5 + 8 + 2 * 2)
+    # … until it is the longer branch
+    deep = preset("tiny", main_layers=3, decoder_layers=5)
+    assert orchestrator_steps(p, [deep], [True], stream=True) == (1 + 4 + 5 + 1, 5 + 4 + 5)
 
 
 # ----------------------------------------------------------------------------- state survival
@@ -319,6 +394,14 @@ def test_orchestrator_checkpoint_round_trip_and_bad_specialists(tmp_path):
     loaded, _ = load_orchestrator(out)
     batch = make_batch(MORE_TABLES)
     assert torch.equal(orch.eval().annotate(batch).output.cta_logits, loaded.annotate(batch).output.cta_logits)
+    assert config["orchestrator"]["stream_seam"] is False and not loaded.stream_seam
+    # the stream seam is recorded and rebuilt
+    streaming, _ = orchestrator(stream_seam=True)
+    open_gates(streaming, seed=7)
+    out_stream = save_orchestrator(tmp_path / "phase3_stream", streaming, dirs)
+    loaded, _ = load_orchestrator(out_stream)
+    assert loaded.stream_seam
+    assert torch.equal(streaming.eval().annotate(batch).output.cta_logits, loaded.annotate(batch).output.cta_logits)
 
     # a changed specialist: its fingerprint no longer matches
     original = (dirs["wide"] / "model.safetensors").read_bytes()

@@ -359,6 +359,8 @@ class Phase3Config:
     label_smoothing: float = 0.0  # ε of that CE (as phase1.label_smoothing)
     route_weight: float = 0.0  # supervised routing: the router's BCE toward "the table's domain is the specialist's" (0 = off)
     distill_weight: float = 0.0  # CE of the fused output toward the output ensemble (aegir.rl.parl.distill_loss; 0 = off)
+    stream_seam: bool = False  # also fuse the specialists' decoder outputs per byte (aegir.orchestrator.fusion)
+    stream_gate_init: float = 0.0  # the stream seam's gates at the start (0: the untrained orchestrator is Phase 1)
     kl_coef: float = 0.0  # per-token KL(π_old‖π_new) penalty (0 = off)
     critical_weight: float = 2.0  # token weight of routing decisions (label tokens weigh 1)
     clip_start: float = 0.2  # PPO ε at the start …
@@ -401,6 +403,7 @@ class Phase3Config:
         check(0 <= self.abstain_below < 1, "abstain_below", f"must be in [0, 1), got {self.abstain_below}")
         check(0 < self.activation_threshold < 1, "activation_threshold",
               f"must be in (0, 1), got {self.activation_threshold}")
+        check(-10 <= self.stream_gate_init <= 10, "stream_gate_init", f"must be in [-10, 10], got {self.stream_gate_init}")
         check(0 < self.router_init_rate < 1, "router_init_rate", f"must be in (0, 1), got {self.router_init_rate}")
         check(self.budget_period >= 1, "budget_period", "must be ≥ 1")
         check(0 <= self.budget_capped_share <= 1, "budget_capped_share",

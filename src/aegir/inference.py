@@ -67,15 +67,11 @@ class Annotator:
 
     def steps(self, activation) -> dict[str, int]:
         """Critical and total layer-steps of one table's routed forward."""
-        from aegir.orchestrator.critical import (
-            critical_steps,
-            orchestrator_stages,
-            total_steps,
-        )
+        from aegir.orchestrator.critical import orchestrator_steps
 
-        stages = orchestrator_stages(self.model.primary.config, [s.config for s in self.model.specialists],
-                                     [bool(x) for x in activation])
-        return {"critical_steps": critical_steps(stages), "total_steps": total_steps(stages)}
+        critical, total = orchestrator_steps(self.model.primary.config, [s.config for s in self.model.specialists],
+                                             [bool(x) for x in activation], self.model.stream_seam)
+        return {"critical_steps": critical, "total_steps": total}
 
 
 def load_for_inference(checkpoint: Path) -> Annotator:

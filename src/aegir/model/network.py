@@ -314,9 +314,12 @@ class AegirModel(nn.Module):
     def forward(self, batch: Batch, main_initial_state: list[LayerState] | None = None) -> AegirOutput:
         return self.forward_from_encoded(batch, self.encode(batch), main_initial_state)
 
-    def forward_from_encoded(self, batch: Batch, encoded: EncoderOutput,
-                             main_initial_state: list[LayerState] | None = None) -> AegirOutput:
-        """The rest of the forward after `encode`, from a given main-network initial state."""
+    def byte_stream(self, batch: Batch, encoded: EncoderOutput,
+                    main_initial_state: list[LayerState] | None = None) -> tuple[torch.Tensor, list[LayerState]]:
+        """After `encode`: chunk → main network (from `main_initial_state`) → dechunk → decoder.
+        Returns the decoder's output per byte, (B, T, D) — what column pooling reads, and what a
+        Phase 3 specialist hands over beside its state (`aegir.orchestrator.fusion`) — and the
+        main network's final state per layer."""
         routing, h_enc = encoded.routing, encoded.hidden
         chunk_h, chunk_mask = chunk(h_enc, routing.boundary_mask)  # (B, L, D), (B, L)
         chunk_out, main_final_state = self.main(chunk_h, chunk_mask, main_initial_state)
@@ -324,7 +327,34 @@ class AegirModel(nn.Module):
                     self._ema(chunk_out))  # (B, T, D)
         h = h * straight_through_ones(routing.selected_prob)[..., None] + self.residual_proj(h_enc)
         h, _ = self.decoder(h, batch.byte_mask)  # (B, T, D)
+        return h, main_final_state
 
+    def forward_from_encoded(self, batch: Batch, encoded: EncoderOutput,
+                             main_initial_state: list[LayerState] | None = None,
+                             stream_addend: torch.Tensor | None = None) -> AegirOutput:
+        """The rest of the forward after `encode`, from a given main-network initial state;
+        `stream_addend` (B, T, D), when given, is added to the decoder's output before the
+        columns are pooled (Phase 3's stream seam)."""
+        routing = encoded.routing
+        h, main_final_state = self.byte_stream(batch, encoded, main_initial_state)
+        if stream_addend is not None:
+            h = h + stream_addend
+        cta_logits, cpa_logits, columns = self.label_logits(batch, h)
+        return AegirOutput(
+            cta_logits=cta_logits,
+            cpa_logits=cpa_logits,
+            column_vectors=columns,
+            ratio_loss=ratio_loss(routing.boundary_mask, routing.boundary_prob,
+                                  self.config.target_compression, batch.byte_mask),
+            chunk_stats=chunk_stats(routing.boundary_mask, routing.boundary_prob, batch.byte_mask),
+            main_final_state=main_final_state,
+            routing=routing,
+        )
+
+    def label_logits(self, batch: Batch, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """From the decoder's output per byte h (B, T, D) (`byte_stream`): column pooling →
+        column-position embedding + context attention → heads. Returns CTA logits (B, C, n_cta),
+        CPA logits (B, C, n_cpa) and the column vectors (B, C, D)."""
         columns = self.pool_columns(h, batch.column_spans, batch.column_mask)  # (B, C, D)
         C = columns.shape[1]
         position = torch.arange(C, device=h.device).clamp(max=self.config.max_columns - 1)
@@ -336,16 +366,7 @@ class AegirModel(nn.Module):
 
         subject = columns_in[:, :1].expand_as(columns_in)  # (B, C, D)
         pair = torch.cat([subject, columns_in, subject * columns_in], dim=-1)  # (B, C, 3D)
-        return AegirOutput(
-            cta_logits=self.cta_head(columns_in),
-            cpa_logits=self.cpa_head(pair),
-            column_vectors=columns,
-            ratio_loss=ratio_loss(routing.boundary_mask, routing.boundary_prob,
-                                  self.config.target_compression, batch.byte_mask),
-            chunk_stats=chunk_stats(routing.boundary_mask, routing.boundary_prob, batch.byte_mask),
-            main_final_state=main_final_state,
-            routing=routing,
-        )
+        return self.cta_head(columns_in), self.cpa_head(pair), columns
 
     def pool_columns(self, h: torch.Tensor, column_spans: torch.Tensor,
                      column_mask: torch.Tensor) -> torch.Tensor:

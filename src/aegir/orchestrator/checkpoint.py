@@ -4,7 +4,7 @@ A directory with `model.safetensors` (every trainable tensor: `primary.*`, `rout
 `alignments.*`, `fusion.*` — never a specialist's weights) and `config.json`:
 
     {"model": <primary AegirConfig>,
-     "orchestrator": {"activation_threshold": 0.5,
+     "orchestrator": {"activation_threshold": 0.5, "stream_seam": true,
                       "specialists": [{"name": "places", "checkpoint": "../phase1/places",
                                        "fingerprint": "<sha256>"}, …]},
      …extra (params, vocabularies, data fingerprint)}
@@ -67,7 +67,8 @@ def save_orchestrator(directory: str | Path, orch: SwarmOrchestrator, specialist
                    for name in orch.specialist_names]
     tensors = {name: p for name, p in orch.state_dict().items() if not name.startswith("specialists.")}
     payload = {"model": asdict(orch.primary.config),
-               "orchestrator": {"activation_threshold": orch.activation_threshold, "specialists": specialists},
+               "orchestrator": {"activation_threshold": orch.activation_threshold, "specialists": specialists,
+                                "stream_seam": orch.stream_seam},
                **extra}
     return write_checkpoint(directory, tensors, payload)
 
@@ -97,7 +98,10 @@ def load_orchestrator(directory: str | Path, device: str | torch.device = "cpu")
     threshold = meta.get("activation_threshold", 0.5)
     if not isinstance(threshold, (int, float)) or not 0 < threshold < 1:
         raise CheckpointError(config_path, f"activation_threshold must be in (0, 1), got {threshold!r}")
-    orch = build_orchestrator(AegirModel(primary_config), specialists, float(threshold))
+    stream_seam = meta.get("stream_seam", False)  # checkpoints from before the stream seam: off
+    if not isinstance(stream_seam, bool):
+        raise CheckpointError(config_path, f"stream_seam must be true or false, got {stream_seam!r}")
+    orch = build_orchestrator(AegirModel(primary_config), specialists, float(threshold), stream_seam=stream_seam)
     frozen = {name: p for name, p in orch.state_dict().items() if name.startswith("specialists.")}
     load_weights(orch, {**tensors, **frozen}, directory / WEIGHTS_FILE)
     return orch.to(device).eval(), config_dict

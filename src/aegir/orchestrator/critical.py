@@ -11,7 +11,7 @@ columns) — the unit that cannot be parallelised away. Embeddings, pooling and 
 counted. The general form is the longest path through a dependency graph of nodes, each with
 its own step count (`longest_path`); `stage_graph` builds that graph from stages, and the
 Phase 3 orchestrator's graph is primary prefix → parallel specialists → primary rest
-(`orchestrator_stages`).
+(`orchestrator_graph`).
 """
 
 from __future__ import annotations
@@ -85,15 +85,43 @@ def stage_graph(stages: Sequence[Stage]) -> tuple[dict[str, int], dict[str, list
 
 
 def model_read_steps(encoder_layers: int, main_layers: int) -> int:
-    """A specialist's read: its encoder, then its main network (no decoder, no heads)."""
+    """A specialist's read of its state: its encoder, then its main network."""
     return encoder_layers + main_layers
 
 
-def orchestrator_stages(primary_config, specialist_configs: Sequence, active: Sequence[bool]) -> list[Stage]:
-    """Phase 3's graph for one table: the primary's prefix (encoder), the activated specialists'
-    reads in parallel, then the primary's rest (main network, decoder, column attention)."""
+def specialist_read_steps(config, stream: bool) -> tuple[int, int]:
+    """(state steps, stream steps) of a specialist's read: its encoder and main network, then,
+    with the stream seam, its decoder (0 without)."""
+    return model_read_steps(config.encoder_layers, config.main_layers), config.decoder_layers if stream else 0
+
+
+def orchestrator_graph(primary_config, specialist_configs: Sequence, active: Sequence[bool],
+                       stream: bool = False) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """Phase 3's dependency graph for one table, in sequential layer-steps:
+
+        prefix (primary encoder) ─► each activated specialist's state read ─► primary main + decoder ─► columns
+                                                    └─► its decoder (stream seam) ───────────────────────┘
+
+    The primary's main network waits for the fused state; its column attention waits for its
+    decoder and for the specialists' byte streams, which their decoders write while the
+    primary's main network and decoder run."""
     p = primary_config
-    subs = tuple(model_read_steps(s.encoder_layers, s.main_layers)
-                 for s, on in zip(specialist_configs, active) if on)
-    return [Stage(main=p.encoder_layers, subs=subs),
-            Stage(main=p.main_layers + p.decoder_layers + p.context_layers)]
+    steps = {"prefix": p.encoder_layers, "rest": p.main_layers + p.decoder_layers, "columns": p.context_layers}
+    after: dict[str, list[str]] = {"rest": ["prefix"], "columns": ["rest"]}
+    for i, (config, on) in enumerate(zip(specialist_configs, active)):
+        if not on:
+            continue
+        read, stream_steps = specialist_read_steps(config, stream)
+        steps[f"read{i}"], after[f"read{i}"] = read, ["prefix"]
+        after["rest"].append(f"read{i}")
+        if stream_steps:
+            steps[f"stream{i}"], after[f"stream{i}"] = stream_steps, [f"read{i}"]
+            after["columns"].append(f"stream{i}")
+    return steps, after
+
+
+def orchestrator_steps(primary_config, specialist_configs: Sequence, active: Sequence[bool],
+                       stream: bool = False) -> tuple[int, int]:
+    """(critical steps, total steps) of `orchestrator_graph`."""
+    steps, after = orchestrator_graph(primary_config, specialist_configs, active, stream)
+    return longest_path(steps, after), sum(steps.values())

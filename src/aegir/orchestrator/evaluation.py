@@ -35,7 +35,7 @@ from aegir.eval.routing import routing_stats, slice_scores, slices_beaten
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.checkpoint import checkpoint_fingerprint
 from aegir.model.network import AegirModel, AegirOutput
-from aegir.orchestrator.critical import critical_steps, orchestrator_stages, total_steps
+from aegir.orchestrator.critical import orchestrator_steps
 from aegir.orchestrator.ensemble import ensemble_probs
 from aegir.orchestrator.fusion import state_survival
 from aegir.orchestrator.model import SwarmOrchestrator
@@ -109,8 +109,7 @@ def critical_summary(orch: SwarmOrchestrator, predictions: list[TablePrediction]
     p = orch.primary.config
 
     def steps(active) -> tuple[int, int]:
-        stages = orchestrator_stages(p, configs, active)
-        return critical_steps(stages), total_steps(stages)
+        return orchestrator_steps(p, configs, active, orch.stream_seam)
 
     per_table = [steps(pred.activation.tolist()) for pred in predictions]
     n = max(1, len(per_table))
@@ -149,6 +148,11 @@ def measure_survival(orch: SwarmOrchestrator, examples: list[Example]) -> dict:
             "tables_with_column": columns.tolist(),
             "gate_abs_mean_by_layer_head": [[round(float(x), 4) for x in row]
                                             for row in orch.fusion.wkv_gate.detach().abs().mean(0)],
+            # the stream seam's gates, per specialist and head (absent without the seam)
+            **({"stream_gate_by_specialist_head": {
+                name: [round(float(x), 4) for x in row]
+                for name, row in zip(orch.specialist_names, orch.fusion.stream_gate.detach())}}
+               if orch.stream_seam else {}),
             "routing_hidden_norm": float(orch.routing_hidden(batch, encoded).norm(dim=-1).mean())}
 
 

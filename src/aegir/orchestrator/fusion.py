@@ -19,8 +19,21 @@ every head its own gate. `state_survival` measures the share of the fused wkv st
 the state when the primary reaches each column; Phase 3 writes it to its report. Measured on 64
 valid tables of the embedded benchmark with a trained fusion (`cpu` primary, chunks of ~15
 bytes): about 0.9 of it is left at column 0, 0.7 at column 2 and 0.55 at column 8, in both main
-layers — washed down, not washed out, so fusing into the initial state of every main layer is
-enough and no later injection point was added.
+layers — washed down, not washed out.
+
+Washed down was not enough: what a specialist knows about each column does not survive in its
+*final* state (linear probes recover 12–31 % of its domains' labels from it, against 80–90 % from
+its column vectors; docs/experiments.md, "Why the seam carries nothing"), and a seam that only
+starts the primary's read left the fused model at its control. So the fusion has a second,
+**stream seam** (`stream=True`): each activated specialist's decoder output at every byte — the
+readout of its recurrent states at the moment it reads that byte — is aligned and added, gated
+per head, to the primary's decoder output before the columns are pooled:
+
+    stream₀[b, t, h] = Σ_s m[b, s] · p[s, h] · (P_s · y_s[b, t])[h]      (the head's channels)
+
+p starts at zero like g and q, so the stream seam too starts as the Phase 1 model. The primary
+then pools, attends across columns and labels from the sum, so what the specialist read at
+column c reaches column c's label directly, whatever happened to its state afterwards.
 """
 
 from __future__ import annotations
@@ -43,12 +56,36 @@ class RWKVStateFusion(nn.Module):
     one `LayerState` per primary layer, (B, H, K, K) wkv and (B, D) token-shift vectors.
     """
 
-    def __init__(self, num_heads: int, head_size: int, num_agents: int, num_layers: int = 1):
+    def __init__(self, num_heads: int, head_size: int, num_agents: int, num_layers: int = 1,
+                 stream: bool = False):
         super().__init__()
         self.num_heads, self.head_size = num_heads, head_size
         self.num_agents, self.num_layers = num_agents, num_layers
         self.wkv_gate = nn.Parameter(torch.zeros(num_agents, num_layers, num_heads))
         self.shift_gate = nn.Parameter(torch.zeros(num_agents, num_layers, num_heads))
+        self.stream_gate = nn.Parameter(torch.zeros(num_agents, num_heads)) if stream else None
+
+    @property
+    def stream(self) -> bool:
+        """Whether the stream seam is on."""
+        return self.stream_gate is not None
+
+    def fuse_stream(self, streams: list[torch.Tensor], activation_mask: torch.Tensor) -> torch.Tensor:
+        """streams[s]: specialist s's aligned byte stream (B, T, D); activation_mask (B, S) bool →
+        the stream seam's addend (B, T, D) (module docstring)."""
+        if not self.stream:
+            raise ValueError("this fusion was built without the stream seam")
+        if len(streams) != self.num_agents or activation_mask.shape[1] != self.num_agents:
+            raise ValueError(f"expected {self.num_agents} specialists, got {len(streams)} streams and a "
+                             f"mask of {tuple(activation_mask.shape)}")
+        B, T, D = streams[0].shape
+        H, K = self.num_heads, self.head_size
+        total = torch.zeros(B, T, H, K, device=activation_mask.device)
+        for s, stream in enumerate(streams):
+            on = activation_mask[:, s][:, None, None, None]  # (B, 1, 1, 1)
+            gated = self.stream_gate[s][:, None] * stream.float().view(B, T, H, K)
+            total = total + torch.where(on, gated, 0.0)
+        return total.view(B, T, D)
 
     def forward(self, aligned: list[list[LayerState]], activation_mask: torch.Tensor) -> list[LayerState]:
         if len(aligned) != self.num_agents or activation_mask.shape[1] != self.num_agents:

@@ -7,10 +7,11 @@ One forward, in the order the work depends on itself:
     routing_hidden   masked mean of the encoder output, (B, D)          (the router's input)
     router           scores = σ(W·LN(h) + b), sampled (training) or thresholded (evaluation)
     specialists      each frozen specialist reads only the tables that chose it, in one batched
-                     call, and hands back its main network's final states
+                     call, and hands back its main network's final states (and, with the stream
+                     seam, its decoder's output per byte)
     fusion           aligned, gated per head, masked by the activation (`RWKVStateFusion`)
-    primary rest     main network from the fused initial state → dechunk → decoder → columns
-                     → heads
+    primary rest     main network from the fused initial state → dechunk → decoder (+ the fused
+                     specialist streams) → columns → heads
 
 `forward(batch)` with `routing_hidden=None` runs the primary alone and is exactly the Phase 1
 model's forward, so one object serves supervised and PARL training (and the no-specialist
@@ -32,14 +33,15 @@ from aegir.model.network import AegirModel, AegirOutput, EncoderOutput
 from aegir.model.rwkv import LayerState
 from aegir.orchestrator.fusion import RWKVStateFusion
 from aegir.orchestrator.router import RouterDecision, SpecialistRouter, cap_decision
-from aegir.orchestrator.specialist import FrozenSpecialist, alignment_for
+from aegir.orchestrator.specialist import FrozenSpecialist, SpecialistRead, alignment_for
 
 
 @dataclass
 class OrchestratorOutput:
     """output:              the primary's `AegirOutput` (logits, column vectors, …)
-    specialist_outputs:  name → the specialist's main-network final states per layer, in its own
-                         shape, zero on rows that did not activate it (only specialists that ran)
+    specialist_outputs:  name → the specialist's `SpecialistRead` (final states per layer, in its
+                         own shape, and its byte stream with the stream seam), zero on rows that
+                         did not activate it (only specialists that ran)
     activation_mask:     (B, S) bool, or None when the primary ran alone
     decision:            the router's `RouterDecision` (scores, log-probs, token mask), or None
     main_initial_state:  the fused state the primary's main network started from, or None
@@ -47,7 +49,7 @@ class OrchestratorOutput:
     """
 
     output: AegirOutput
-    specialist_outputs: dict[str, list[LayerState]] = field(default_factory=dict)
+    specialist_outputs: dict[str, SpecialistRead] = field(default_factory=dict)
     activation_mask: torch.Tensor | None = None
     decision: RouterDecision | None = None
     main_initial_state: list[LayerState] | None = None
@@ -89,8 +91,10 @@ class SwarmOrchestrator(nn.Module):
             raise ValueError(f"activation_threshold must be in (0, 1), got {activation_threshold}")
         self.primary = primary_model
         self.specialist_names = list(specialists)
-        self.specialists = nn.ModuleList(FrozenSpecialist(model, name) for name, model in specialists.items())
-        self.alignments = nn.ModuleList(alignment_for(model, primary_model) for model in specialists.values())
+        self.specialists = nn.ModuleList(FrozenSpecialist(model, name, fusion.stream)
+                                         for name, model in specialists.items())
+        self.alignments = nn.ModuleList(alignment_for(model, primary_model, fusion.stream)
+                                        for model in specialists.values())
         self.fusion = fusion
         self.activation_threshold = activation_threshold
         has_router = len(specialists) > 0
@@ -129,11 +133,11 @@ class SwarmOrchestrator(nn.Module):
         return self.router.log_prob(self.router_norm(routing_hidden), activation_mask)
 
     def read_specialists(self, batch: Batch, activation_mask: torch.Tensor,
-                         seconds: dict[str, float] | None = None) -> list[list[LayerState] | None]:
+                         seconds: dict[str, float] | None = None) -> list[SpecialistRead | None]:
         """Each specialist reads the rows that activated it, in one batched call: per specialist
-        its final states scattered back to the batch (zeros elsewhere), or None if no row chose
-        it. `seconds` collects the wall-clock of each read."""
-        reads: list[list[LayerState] | None] = []
+        its `SpecialistRead` scattered back to the batch (zeros elsewhere), or None if no row
+        chose it. `seconds` collects the wall-clock of each read."""
+        reads: list[SpecialistRead | None] = []
         for s, specialist in enumerate(self.specialists):
             rows = activation_mask[:, s].nonzero().flatten()
             start = time.perf_counter()
@@ -142,7 +146,12 @@ class SwarmOrchestrator(nn.Module):
                 seconds[f"specialist/{specialist.name}"] = time.perf_counter() - start
         return reads
 
-    def fuse(self, reads: list[list[LayerState] | None], activation_mask: torch.Tensor,
+    @property
+    def stream_seam(self) -> bool:
+        """Whether the specialists' byte streams are fused too (`RWKVStateFusion`)."""
+        return self.fusion.stream
+
+    def fuse(self, reads: list[SpecialistRead | None], activation_mask: torch.Tensor,
              rows: torch.Tensor | None = None) -> list[LayerState]:
         """Align every read into the primary's shape and fuse it under the activation mask.
 
@@ -158,6 +167,21 @@ class SwarmOrchestrator(nn.Module):
             states = alignment(read)
             aligned.append(states if rows is None else [state.select(rows) for state in states])
         return self.fusion(aligned, activation_mask)
+
+    def fuse_stream(self, reads: list[SpecialistRead | None], activation_mask: torch.Tensor,
+                    rows: torch.Tensor | None = None) -> torch.Tensor | None:
+        """The stream seam's addend to the primary's decoder output, (B, T, D), with `reads`,
+        `activation_mask` and `rows` as in `fuse`; None when the seam is off or no specialist
+        read anything."""
+        if not self.stream_seam or all(read is None for read in reads):
+            return None
+        template = next(read.stream for read in reads if read is not None)
+        streams = []
+        for read, alignment in zip(reads, self.alignments):
+            stream = (alignment.align_stream(read.stream) if read is not None
+                      else template.new_zeros(*template.shape[:2], self.primary.config.d_model))
+            streams.append(stream if rows is None else stream[rows])
+        return self.fusion.fuse_stream(streams, activation_mask)
 
     # ------------------------------------------------------------------------------- forward
 
@@ -189,9 +213,10 @@ class SwarmOrchestrator(nn.Module):
         reads = self.read_specialists(batch, mask, seconds)
         start = time.perf_counter()
         state = self.fuse(reads, mask)
+        stream = self.fuse_stream(reads, mask)
         seconds["fusion"] = time.perf_counter() - start
         start = time.perf_counter()
-        output = self.primary.forward_from_encoded(batch, encoded, state)
+        output = self.primary.forward_from_encoded(batch, encoded, state, stream)
         seconds["rest"] = time.perf_counter() - start
         return OrchestratorOutput(
             output=output,
@@ -238,8 +263,10 @@ def open_seam_gates(orch: SwarmOrchestrator, gates: dict[str, dict]) -> None:
 
 def build_orchestrator(primary: AegirModel, specialists: dict[str, AegirModel],
                        activation_threshold: float = 0.5,
-                       router_init_rate: float | None = None) -> SwarmOrchestrator:
-    """A `SwarmOrchestrator` over `primary` with a fresh fusion (zero gates) over `specialists`."""
+                       router_init_rate: float | None = None, stream_seam: bool = False) -> SwarmOrchestrator:
+    """A `SwarmOrchestrator` over `primary` with a fresh fusion (zero gates) over `specialists`;
+    `stream_seam` adds the specialists' byte streams to the fused state (`RWKVStateFusion`)."""
     cfg = primary.config
-    fusion = RWKVStateFusion(cfg.d_model // cfg.head_size, cfg.head_size, len(specialists), cfg.main_layers)
+    fusion = RWKVStateFusion(cfg.d_model // cfg.head_size, cfg.head_size, len(specialists), cfg.main_layers,
+                             stream=stream_seam and len(specialists) > 0)
     return SwarmOrchestrator(primary, specialists, fusion, cfg.d_model, activation_threshold, router_init_rate)

@@ -1,9 +1,11 @@
 """Frozen specialists and the projection of their states into the primary's state space.
 
 A specialist is a Phase 1 checkpoint that Phase 3 never trains. What it hands the primary is
-its *read* of a table: the final state of each of its main-network layers (`LayerState`) after
-the whole table, which a causal primary has not yet seen when it starts reading column 0. The
-read stops after the main network: no dechunking, decoder, pooling or heads run.
+its *read* of a table (`SpecialistRead`): the final state of each of its main-network layers
+(`LayerState`) after the whole table, which a causal primary has not yet seen when it starts
+reading column 0, and — with the stream seam on — its decoder's output at every byte, the
+readout of its recurrent states where each column is read (`aegir.orchestrator.fusion` says why
+both). Without the stream the read stops after the main network; pooling and heads never run.
 
 Specialist and primary may differ in shape (the `small` preset has d_model 64 = 2 heads of 32,
 the `cpu` preset d_model 96 = 3 heads of 32). `AlignmentProjection` maps one into the other per
@@ -11,6 +13,7 @@ head with small factors, never as a flattened full matrix:
 
     wkv'[h] = A[h] · (Σ_g M[h, g] · wkv[g]) · B[h]ᵀ        A[h]: (K, K_s), B[h]: (V, V_s), M: (H, H_s)
     shift'  = P · shift                                      P: (D, D_s), one per token-shift state
+    stream' = P_stream · stream                              P_stream: (D, D_s), per byte (stream seam)
 
 where h runs over the primary's heads and g over the specialist's. Each factor starts as the
 identity where the shapes agree (so a same-shape specialist's state passes through unchanged)
@@ -22,6 +25,7 @@ layer ⌊l · L_s / L⌋.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -34,16 +38,39 @@ from aegir.model.network import AegirModel
 from aegir.model.rwkv import LayerState
 
 
+@dataclass
+class SpecialistRead:
+    """What one specialist hands over for a batch. states: its main network's final state per
+    layer, (B, H_s, K_s, K_s) wkv and (B, D_s) token-shift vectors; stream: its decoder's
+    output per byte, (B, T, D_s), or None when the stream seam is off."""
+
+    states: list[LayerState]
+    stream: torch.Tensor | None = None
+
+    def select(self, rows: torch.Tensor) -> SpecialistRead:
+        return SpecialistRead([s.select(rows) for s in self.states],
+                              None if self.stream is None else self.stream[rows])
+
+    def scatter(self, rows: torch.Tensor, batch_size: int) -> SpecialistRead:
+        """Rows `rows` of a batch of `batch_size`; the other rows hold zeros."""
+        stream = None
+        if self.stream is not None:
+            stream = self.stream.new_zeros(batch_size, *self.stream.shape[1:]).index_copy(0, rows, self.stream)
+        return SpecialistRead([s.scatter(rows, batch_size) for s in self.states], stream)
+
+
 class FrozenSpecialist(nn.Module):
     """A Phase 1 model that is never trained: eval mode, no gradients, read under no_grad.
 
-    `forward(batch)` returns its main network's final state per layer, (B, H_s, K_s, K_s) wkv
-    and (B, D_s) token-shift vectors: the state after each row's last real chunk.
+    `forward(batch)` returns its `SpecialistRead`: the main network's final state per layer
+    (the state after each row's last real chunk) and, when `stream` is set, the decoder's
+    output per byte.
     """
 
-    def __init__(self, model: AegirModel, name: str = "specialist"):
+    def __init__(self, model: AegirModel, name: str = "specialist", stream: bool = False):
         super().__init__()
         self.name = name
+        self.stream = stream
         self.model = model.eval().requires_grad_(False)
 
     def train(self, mode: bool = True) -> FrozenSpecialist:
@@ -55,18 +82,20 @@ class FrozenSpecialist(nn.Module):
         return self.model.config
 
     @torch.no_grad()
-    def forward(self, batch: Batch) -> list[LayerState]:
+    def forward(self, batch: Batch) -> SpecialistRead:
         model = self.model
         encoded = model.encode(batch)
+        if self.stream:
+            stream, final_state = model.byte_stream(batch, encoded)
+            return SpecialistRead(final_state, stream)
         chunk_h, chunk_mask = chunk(encoded.hidden, encoded.routing.boundary_mask)  # (B, L, D_s)
         _, final_state = model.main(chunk_h, chunk_mask)
-        return final_state
+        return SpecialistRead(final_state)
 
-    def read(self, batch: Batch, rows: torch.Tensor) -> list[LayerState]:
-        """Read only the tables at `rows` (1-D long) and scatter their states back into a
-        batch-sized state: rows that did not run hold zeros."""
-        states = self(batch.select(rows))
-        return [state.scatter(rows, batch.batch_size) for state in states]
+    def read(self, batch: Batch, rows: torch.Tensor) -> SpecialistRead:
+        """Read only the tables at `rows` (1-D long) and scatter the read back into a
+        batch-sized one: rows that did not run hold zeros."""
+        return self(batch.select(rows)).scatter(rows, batch.batch_size)
 
 
 def _eye(rows: int, cols: int, copies: int) -> torch.Tensor:
@@ -83,7 +112,7 @@ class AlignmentProjection(nn.Module):
     """
 
     def __init__(self, source_heads: int, source_head_size: int, source_layers: int,
-                 target_heads: int, target_head_size: int, target_layers: int):
+                 target_heads: int, target_head_size: int, target_layers: int, stream: bool = False):
         super().__init__()
         Hs, Ks, H, K = source_heads, source_head_size, target_heads, target_head_size
         self.source_layers, self.target_layers = source_layers, target_layers
@@ -94,11 +123,21 @@ class AlignmentProjection(nn.Module):
         self.value_proj = nn.Parameter(torch.stack([_eye(K, Ks, H) for _ in range(target_layers)]))  # (L, H, V, Vs)
         self.shift_time = nn.Parameter(torch.stack([torch.eye(D, Ds) for _ in range(target_layers)]))  # (L, D, Ds)
         self.shift_channel = nn.Parameter(torch.stack([torch.eye(D, Ds) for _ in range(target_layers)]))
+        # the stream seam: the specialist's decoder output per byte into the primary's width
+        self.stream_proj = nn.Parameter(torch.eye(D, Ds)) if stream else None
+
+    def align_stream(self, stream: torch.Tensor) -> torch.Tensor:
+        """(B, T, D_s) → (B, T, D): a specialist's byte stream in the primary's width."""
+        if self.stream_proj is None:
+            raise ValueError("this alignment was built without the stream seam")
+        return stream @ self.stream_proj.T
 
     def source_layer(self, layer: int) -> int:
         return layer * self.source_layers // self.target_layers
 
-    def forward(self, states: list[LayerState]) -> list[LayerState]:
+    def forward(self, read: SpecialistRead | list[LayerState]) -> list[LayerState]:
+        """The read's states, one per primary layer (a bare state list is taken as the states)."""
+        states = read.states if isinstance(read, SpecialistRead) else read
         if len(states) != self.source_layers:
             raise ValueError(f"expected {self.source_layers} specialist layer states, got {len(states)}")
         out = []
@@ -124,11 +163,12 @@ def _head_mix_init(target_heads: int, source_heads: int) -> torch.Tensor:
     return mix
 
 
-def alignment_for(specialist: AegirModel, primary: AegirModel) -> AlignmentProjection:
-    """The `AlignmentProjection` from `specialist`'s main network into `primary`'s."""
+def alignment_for(specialist: AegirModel, primary: AegirModel, stream: bool = False) -> AlignmentProjection:
+    """The `AlignmentProjection` from `specialist`'s main network into `primary`'s (and, with
+    `stream`, from its byte stream into the primary's width)."""
     s, p = specialist.config, primary.config
     return AlignmentProjection(s.d_model // s.head_size, s.head_size, s.main_layers,
-                               p.d_model // p.head_size, p.head_size, p.main_layers)
+                               p.d_model // p.head_size, p.head_size, p.main_layers, stream)
 
 
 def load_agents(models_dir: str | Path, names: list[str]) -> dict[str, AegirModel]:

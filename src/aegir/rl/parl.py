@@ -35,10 +35,10 @@ from aegir.data.batch import IGNORE_INDEX, Batch
 from aegir.draws import multinomial
 from aegir.model.chunking import ratio_loss
 from aegir.model.network import AegirOutput
-from aegir.model.rwkv import LayerState
-from aegir.orchestrator.critical import critical_steps, orchestrator_stages
+from aegir.orchestrator.critical import orchestrator_steps
 from aegir.orchestrator.model import SwarmOrchestrator, repeat_batch, select_encoded
 from aegir.orchestrator.router import RouterDecision
+from aegir.orchestrator.specialist import SpecialistRead
 from aegir.rl.ppo import PPOStats, clipped_token_loss, group_advantages
 from aegir.rl.rewards import (
     RewardConfig,
@@ -78,7 +78,7 @@ class PolicyForward:
     output: AegirOutput
     decision: RouterDecision | None
     routing_log_prob: torch.Tensor | None
-    reads: list[list[LayerState] | None] | None
+    reads: list[SpecialistRead | None] | None
     routing_hidden: torch.Tensor | None = None  # (K·B, D): what the router read
 
 
@@ -94,7 +94,7 @@ class Rollouts:
 
     num_rollouts: int
     decision: RouterDecision | None
-    reads: list[list[LayerState] | None] | None
+    reads: list[SpecialistRead | None] | None
     routing_logp_old: torch.Tensor | None
     routing_advantage: torch.Tensor
     cta_action: torch.Tensor
@@ -111,7 +111,7 @@ class Rollouts:
 
 def policy_forward(orch: SwarmOrchestrator, batch: Batch, rollouts: int, *,
                    decision: RouterDecision | None = None,
-                   reads: list[list[LayerState] | None] | None = None,
+                   reads: list[SpecialistRead | None] | None = None,
                    generator: torch.Generator | None = None, cap: int | None = None) -> PolicyForward:
     """The fused forward of K rollouts of `batch`, with gradients.
 
@@ -145,8 +145,12 @@ def policy_forward(orch: SwarmOrchestrator, batch: Batch, rollouts: int, *,
     first = torch.full((len(distinct),), K * B, device=device).scatter_reduce(
         0, inverse, torch.arange(K * B, device=device), reduce="amin")  # a row of each distinct forward
     table = rows[first]
-    state = orch.fuse(reads, decision.activation_mask[first], table) if orch.num_specialists else None
-    distinct_out = orch.primary.forward_from_encoded(batch.select(table), select_encoded(encoded, table), state)
+    state = stream = None
+    if orch.num_specialists:
+        state = orch.fuse(reads, decision.activation_mask[first], table)
+        stream = orch.fuse_stream(reads, decision.activation_mask[first], table)
+    distinct_out = orch.primary.forward_from_encoded(batch.select(table), select_encoded(encoded, table),
+                                                     state, stream)
     output = replace(
         distinct_out,
         cta_logits=distinct_out.cta_logits[inverse], cpa_logits=distinct_out.cpa_logits[inverse],
@@ -219,7 +223,7 @@ def collect_rollouts(orch: SwarmOrchestrator, batch: Batch, settings: PARLSettin
     cpa_advantage = group_advantages(cpa_credit.view(K, B, C)).view(K * B, C)
 
     specialist_configs = [s.config for s in orch.specialists]
-    critical = torch.tensor([critical_steps(orchestrator_stages(orch.primary.config, specialist_configs, row))
+    critical = torch.tensor([orchestrator_steps(orch.primary.config, specialist_configs, row, orch.stream_seam)[0]
                              for row in mask.tolist()], dtype=torch.float32, device=device)
     decision = None
     if S:
@@ -240,22 +244,42 @@ def rescore(orch: SwarmOrchestrator, batch: Batch, rollouts: Rollouts) -> Policy
     return policy_forward(orch, batch, rollouts.num_rollouts, decision=rollouts.decision, reads=rollouts.reads)
 
 
-def distill_loss(orch: SwarmOrchestrator, batch: Batch, out, activation_mask: torch.Tensor, K: int) -> torch.Tensor:
+@torch.no_grad()
+def specialist_logits(orch: SwarmOrchestrator, batch: Batch,
+                      reads: list[SpecialistRead | None] | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Each frozen specialist's (CTA, CPA) logits on the B tables of `batch`. With the stream
+    seam its read already holds its decoder output, so only its pooling, column attention and
+    heads run, on the rows it read (the others, which no rollout activated, hold its labels of a
+    zero stream and are masked away by the activation); otherwise its whole forward runs."""
+    out = []
+    for s, specialist in enumerate(orch.specialists):
+        read = reads[s] if reads is not None else None
+        if read is not None and read.stream is not None:
+            cta, cpa, _ = specialist.model.label_logits(batch, read.stream)
+        else:
+            whole = specialist.model(batch)
+            cta, cpa = whole.cta_logits, whole.cpa_logits
+        out.append((cta, cpa))
+    return out
+
+
+def distill_loss(orch: SwarmOrchestrator, batch: Batch, out, activation_mask: torch.Tensor, K: int,
+                 reads: list[SpecialistRead | None] | None = None) -> torch.Tensor:
     """Soft-label CE of the fused output toward the output ensemble of the same rollout: the
-    mean softmax of the fused output (detached) and each activated frozen specialist's whole
-    forward (`aegir.orchestrator.ensemble.ensemble_probs`), over the real columns (CTA) and the
+    mean softmax of the fused output (detached) and each activated frozen specialist's labels
+    (`specialist_logits`, from `reads` where they hold its stream;
+    `aegir.orchestrator.ensemble.ensemble_probs`), over the real columns (CTA) and the
     non-subject columns (CPA) of the K·B rows. The teacher holds what the experts' own heads
-    read; the student has only the state seam to get it through."""
+    read; the student has only the seams to get it through."""
     from aegir.orchestrator.ensemble import ensemble_probs
 
-    with torch.no_grad():
-        own = [specialist.model(batch) for specialist in orch.specialists]  # B rows each
+    own = specialist_logits(orch, batch, reads)  # B rows each
     total, count = 0.0, 0
     mask = batch.column_mask.repeat(K, 1)  # (K·B, C)
-    for name, first in (("cta_logits", 0), ("cpa_logits", 1)):
+    for task, (name, first) in enumerate((("cta_logits", 0), ("cpa_logits", 1))):
         student = F.log_softmax(getattr(out, name).float(), -1)
         with torch.no_grad():
-            teacher = ensemble_probs(student.exp(), [getattr(o, name).float().softmax(-1).repeat(K, 1, 1)
+            teacher = ensemble_probs(student.exp(), [o[task].float().softmax(-1).repeat(K, 1, 1)
                                                      for o in own], activation_mask)
         valid = mask.clone()
         valid[:, :first] = False
@@ -311,7 +335,8 @@ def token_loss(orch: SwarmOrchestrator, batch: Batch, fwd: PolicyForward, rollou
             loss = loss + settings.route_weight * route
             extra["route"] = float(route.detach())
     if settings.distill_weight and rollouts.decision is not None:
-        distill = distill_loss(orch, batch, out, rollouts.decision.activation_mask, rollouts.num_rollouts)
+        distill = distill_loss(orch, batch, out, rollouts.decision.activation_mask, rollouts.num_rollouts,
+                               rollouts.reads)
         loss = loss + settings.distill_weight * distill
         extra["distill"] = float(distill.detach())
     return loss, {"loss": float(loss.detach()), "rl": float(rl_loss.detach()), "ce_cta": float(parts["cta"]),

@@ -58,7 +58,7 @@ from aegir.model.checkpoint import (
 )
 from aegir.model.network import AegirModel
 from aegir.orchestrator.checkpoint import config_has_section
-from aegir.orchestrator.critical import model_read_steps
+from aegir.orchestrator.critical import specialist_read_steps
 from aegir.orchestrator.model import SwarmOrchestrator
 from aegir.swarm.policy import SpawnPolicy
 from aegir.swarm.spawn import (
@@ -127,7 +127,7 @@ def table_views(orch: SwarmOrchestrator, examples: list[Example], batch_size: in
     """One `TableView` per example: the frozen Phase 3 orchestrator's routed read of it (the
     policy's input, the specialists it routed to), and its label distributions: `readings[i]`
     (`phase3_readings`, the table as `phase3` reads it) when given, else that one read's."""
-    reads = [model_read_steps(s.config.encoder_layers, s.config.main_layers) for s in orch.specialists]
+    reads = [specialist_read_steps(s.config, orch.stream_seam) for s in orch.specialists]
     views: list[TableView | None] = [None] * len(examples)
     orch.eval()
     for indices in eval_batches(examples, batch_size):

@@ -32,7 +32,8 @@ class TableView:
 
     cta_logp (C, n_cta), cpa_logp (C, n_cpa): the orchestrator's label log-probs (its reading
     of the table as `phase3` scores it, `aegir.swarm.model.phase3_readings`); hidden (D,): its
-    pooled encoder output; phase3_reads: read steps of the Phase 3 specialists it activated;
+    pooled encoder output; phase3_reads: (state read, stream) steps of the Phase 3 specialists it
+    activated (`aegir.orchestrator.critical.specialist_read_steps`);
     deep_columns: columns whose top-1 CTA label has a family; gold labels (C,) each;
     stream_bytes: length of its shared stream; phase3_active: which Phase 3 specialists ran;
     reading: that reading as a prediction (every label, best first), None when the view holds
@@ -43,7 +44,7 @@ class TableView:
     cta_logp: torch.Tensor
     cpa_logp: torch.Tensor
     hidden: torch.Tensor
-    phase3_reads: tuple[int, ...]
+    phase3_reads: tuple[int | tuple[int, int], ...]
     deep_columns: tuple[int, ...]
     cta_gold: torch.Tensor
     cpa_gold: torch.Tensor

@@ -1,0 +1,138 @@
+"""Phase 3 over several seeds, as DVC experiments: is the fused orchestrator's gain over its
+controls a result or a draw?
+
+    python scripts/phase3_seeds.py --seeds 1 2 --out /tmp/p3seeds      # run, then compare
+    python scripts/phase3_seeds.py --out /tmp/p3seeds --show             # compare what was run
+
+Seed 0 is main's own run (`results/phase3/scores.json` of the workspace, as `dvc repro` left it);
+each further seed runs `dvc exp run -n p3-seed<S> -S phase3.seed=<S>` in the workspace, which
+reruns `phase3` and what depends on it (nothing before it), keeps its `scores.json` and
+`report.json` in `--out/seed<S>/`, and at the end puts the workspace back (`params.yaml` and
+`dvc.lock` from git, the outputs from the DVC cache). `phase3.seed` seeds both runs of the stage,
+the fused orchestrator and its control, so each seed is a paired comparison.
+
+Prints, per split (`--splits`, CTA and CPA micro-F1): every variant's mean over the seeds and its
+range, and the fused orchestrator's margin over the control, the Phase 1 primary and the
+output-level ensemble per seed: issue 34's target is fused ≥ both controls + 2 CTA on
+`corner_cases` and `real`, on the mean, with the same sign in every seed. `--json` writes the
+same figures. docs/experiments.md holds the runs this script measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from aegir import atomic
+from aegir.errors import AegirError
+
+VARIANTS = ("phase1", "control", "fused", "ensemble")
+MARGINS = ("control", "phase1", "ensemble")  # the fused model's margin over each
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(cmd: list[str]) -> None:
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, cwd=ROOT, check=True)
+
+
+def run_seed(seed: int, out: Path) -> None:
+    """One seed as a DVC experiment in the workspace; its Phase 3 scores kept under `out`."""
+    run(["dvc", "exp", "run", "-n", f"p3-seed{seed}", "-S", f"phase3.seed={seed}"])
+    target = out / f"seed{seed}"
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("scores.json", "report.json"):
+        shutil.copyfile(ROOT / "results/phase3" / name, target / name)
+
+
+def restore_workspace() -> None:
+    run(["git", "checkout", "--", "params.yaml", "dvc.lock"])
+    run(["dvc", "checkout", "--force"])
+
+
+def load_scores(path: Path) -> dict:
+    try:
+        scores = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise AegirError(f"{path}: not a readable Phase 3 scores.json ({exc})") from None
+    missing = [v for v in VARIANTS if v not in scores]
+    if missing:
+        raise AegirError(f"{path}: no scores for {missing} (a Phase 3 scores.json has {', '.join(VARIANTS)})")
+    return scores
+
+
+def compare(runs: dict[int, dict], splits: list[str]) -> dict:
+    """{task: {split: {"variants": {name: {"mean", "min", "max"}}, "margins": {other: {"per_seed",
+    "mean", "same_sign"}}}}} over `runs` (seed → scores.json)."""
+    out: dict = {}
+    for task in ("cta", "cpa"):
+        for split in splits:
+            def f1(scores: dict, name: str) -> float:
+                return scores[name][task][split]["micro_f1"]  # noqa: B023 (used in this iteration)
+
+            variants = {}
+            for name in VARIANTS:
+                values = [f1(s, name) for s in runs.values()]
+                variants[name] = {"mean": round(statistics.fmean(values), 2), "min": min(values), "max": max(values)}
+            margins = {}
+            for other in MARGINS:
+                per_seed = {seed: round(f1(s, "fused") - f1(s, other), 2) for seed, s in runs.items()}
+                values = list(per_seed.values())
+                margins[other] = {"per_seed": per_seed, "mean": round(statistics.fmean(values), 2),
+                                  "same_sign": all(v > 0 for v in values) or all(v < 0 for v in values)}
+            out.setdefault(task, {})[split] = {"variants": variants, "margins": margins}
+    return out
+
+
+def render(figures: dict, seeds: list[int]) -> str:
+    lines = [f"Phase 3 over seeds {', '.join(map(str, seeds))}: micro-F1 mean [min, max]; fused − other per seed"]
+    for task, by_split in figures.items():
+        for split, f in by_split.items():
+            cells = "  ".join(f"{name} {v['mean']:.2f} [{v['min']:.2f}, {v['max']:.2f}]" for name, v in f["variants"].items())
+            lines.append(f"{task.upper()} {split}: {cells}")
+            for other, m in f["margins"].items():
+                per = ", ".join(f"{v:+.2f}" for v in m["per_seed"].values())
+                lines.append(f"    fused − {other:8} {m['mean']:+.2f}  ({per}){'' if m['same_sign'] else '  signs differ'}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--seeds", type=int, nargs="*", default=[1, 2], help="seeds to run besides main's 0")
+    parser.add_argument("--out", type=Path, required=True, help="where each seed's scores are kept")
+    parser.add_argument("--show", action="store_true", help="only compare the seeds already under --out")
+    parser.add_argument("--main-scores", type=Path, default=ROOT / "results/phase3/scores.json",
+                        help="seed 0: main's run")
+    parser.add_argument("--splits", nargs="+", default=["corner_cases", "real", "test", "wide"])
+    parser.add_argument("--json", type=Path, help="write the figures here too")
+    args = parser.parse_args(argv)
+    try:
+        runs = {0: load_scores(args.main_scores)}
+        if not args.show:
+            shutil.copytree(args.main_scores.parent, args.out / "seed0", dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("live"))
+            try:
+                for seed in args.seeds:
+                    run_seed(seed, args.out)
+            finally:
+                restore_workspace()
+        for seed in args.seeds:
+            runs[seed] = load_scores(args.out / f"seed{seed}" / "scores.json")
+        figures = compare(runs, args.splits)
+    except AegirError as exc:
+        print(f"phase3_seeds: {exc}", file=sys.stderr)
+        return 2
+    print(render(figures, list(runs)))
+    if args.json:
+        atomic.write_json(args.json, {"seeds": list(runs), "figures": figures})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
