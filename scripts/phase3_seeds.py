@@ -72,16 +72,14 @@ def compare(runs: dict[int, dict], splits: list[str]) -> dict:
     out: dict = {}
     for task in ("cta", "cpa"):
         for split in splits:
-            def f1(scores: dict, name: str) -> float:
-                return scores[name][task][split]["micro_f1"]  # noqa: B023 (used in this iteration)
-
+            f1 = {seed: {name: s[name][task][split]["micro_f1"] for name in VARIANTS} for seed, s in runs.items()}
             variants = {}
             for name in VARIANTS:
-                values = [f1(s, name) for s in runs.values()]
+                values = [by_name[name] for by_name in f1.values()]
                 variants[name] = {"mean": round(statistics.fmean(values), 2), "min": min(values), "max": max(values)}
             margins = {}
             for other in MARGINS:
-                per_seed = {seed: round(f1(s, "fused") - f1(s, other), 2) for seed, s in runs.items()}
+                per_seed = {seed: round(by_name["fused"] - by_name[other], 2) for seed, by_name in f1.items()}
                 values = list(per_seed.values())
                 margins[other] = {"per_seed": per_seed, "mean": round(statistics.fmean(values), 2),
                                   "same_sign": all(v > 0 for v in values) or all(v < 0 for v in values)}

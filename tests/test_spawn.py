@@ -258,7 +258,7 @@ def test_step_counter_charges_the_critical_steps_a_decision_adds():
     counter = StepCounter(primary, (5, 7))
     table = generate_wide(WIDE)[0]
     alone, routed = view_of(table), view_of(table)
-    routed.phase3_reads = (3,)  # a Phase 3 specialist of 3 read steps: the rest waits for it
+    routed.phase3_reads = ((3, 0),)  # a Phase 3 specialist of 3 read steps: the rest waits for it
     assert counter.extra(alone, 0, 0, False) == 0 and counter.extra(routed, 0, 1, False) == 0
     assert counter.extra(alone, 4, 0, False) == 1  # sub-agents of 5 steps beside a rest of 4
     assert counter.extra(routed, 4, 0, False) == 0  # beside prefix → specialist → rest: no later

@@ -95,29 +95,34 @@ def specialist_read_steps(config, stream: bool) -> tuple[int, int]:
     return model_read_steps(config.encoder_layers, config.main_layers), config.decoder_layers if stream else 0
 
 
-def orchestrator_graph(primary_config, specialist_configs: Sequence, active: Sequence[bool],
-                       stream: bool = False) -> tuple[dict[str, int], dict[str, list[str]]]:
+def phase3_graph(primary_config, read_steps: Sequence[tuple[int, int]]) -> tuple[dict[str, int], dict[str, list[str]]]:
     """Phase 3's dependency graph for one table, in sequential layer-steps:
 
         prefix (primary encoder) ─► each activated specialist's state read ─► primary main + decoder ─► columns
                                                     └─► its decoder (stream seam) ───────────────────────┘
 
-    The primary's main network waits for the fused state; its column attention waits for its
-    decoder and for the specialists' byte streams, which their decoders write while the
-    primary's main network and decoder run."""
+    read_steps: (state steps, stream steps) of each activated specialist
+    (`specialist_read_steps`). The primary's main network waits for the fused state; its column
+    attention waits for its decoder and for the specialists' byte streams, which their decoders
+    write while the primary's main network and decoder run. Phase 4's graph grows from this one
+    (`aegir.swarm.spawn.swarm_graph`)."""
     p = primary_config
     steps = {"prefix": p.encoder_layers, "rest": p.main_layers + p.decoder_layers, "columns": p.context_layers}
     after: dict[str, list[str]] = {"rest": ["prefix"], "columns": ["rest"]}
-    for i, (config, on) in enumerate(zip(specialist_configs, active)):
-        if not on:
-            continue
-        read, stream_steps = specialist_read_steps(config, stream)
+    for i, (read, stream_steps) in enumerate(read_steps):
         steps[f"read{i}"], after[f"read{i}"] = read, ["prefix"]
         after["rest"].append(f"read{i}")
         if stream_steps:
             steps[f"stream{i}"], after[f"stream{i}"] = stream_steps, [f"read{i}"]
             after["columns"].append(f"stream{i}")
     return steps, after
+
+
+def orchestrator_graph(primary_config, specialist_configs: Sequence, active: Sequence[bool],
+                       stream: bool = False) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """`phase3_graph` of the specialists `active` marks, read with or without the stream seam."""
+    return phase3_graph(primary_config, [specialist_read_steps(config, stream)
+                                         for config, on in zip(specialist_configs, active) if on])
 
 
 def orchestrator_steps(primary_config, specialist_configs: Sequence, active: Sequence[bool],

@@ -155,7 +155,7 @@ class SwarmOrchestrator(nn.Module):
              rows: torch.Tensor | None = None) -> list[LayerState]:
         """Align every read into the primary's shape and fuse it under the activation mask.
 
-        reads: per specialist, states of R read rows (or None); activation_mask: (B, S);
+        reads: per specialist, its read of R rows (or None); activation_mask: (B, S);
         rows: (B,) long, the read row each output row takes (rollouts of one batch share one
         read per table), or None when B = R and row b is read row b.
         """
@@ -163,8 +163,9 @@ class SwarmOrchestrator(nn.Module):
         for s, (read, alignment) in enumerate(zip(reads, self.alignments)):
             if read is None:  # nobody chose it: a zero stand-in, masked away by the fusion anyway
                 size = activation_mask.shape[0] if rows is None else int(rows.max()) + 1
-                read = self.specialists[s].model.main.zero_state(size, activation_mask.device)
-            states = alignment(read)
+                states = alignment(self.specialists[s].model.main.zero_state(size, activation_mask.device))
+            else:
+                states = alignment(read.states)
             aligned.append(states if rows is None else [state.select(rows) for state in states])
         return self.fusion(aligned, activation_mask)
 

@@ -135,9 +135,7 @@ class AlignmentProjection(nn.Module):
     def source_layer(self, layer: int) -> int:
         return layer * self.source_layers // self.target_layers
 
-    def forward(self, read: SpecialistRead | list[LayerState]) -> list[LayerState]:
-        """The read's states, one per primary layer (a bare state list is taken as the states)."""
-        states = read.states if isinstance(read, SpecialistRead) else read
+    def forward(self, states: list[LayerState]) -> list[LayerState]:
         if len(states) != self.source_layers:
             raise ValueError(f"expected {self.source_layers} specialist layer states, got {len(states)}")
         out = []

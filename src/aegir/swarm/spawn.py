@@ -54,7 +54,7 @@ from aegir.data.groups import column_groups, sub_table
 from aegir.data.table import Table
 from aegir.labels import Vocabulary
 from aegir.model.network import AegirModel
-from aegir.orchestrator.critical import longest_path
+from aegir.orchestrator.critical import longest_path, phase3_graph
 
 TASKS = ("cta", "cpa")
 
@@ -265,7 +265,7 @@ def label_steps(config) -> int:
     return config.encoder_layers + config.main_layers + config.decoder_layers + config.context_layers
 
 
-def swarm_graph(primary_config, phase3_read_steps: Sequence[int], subagent_steps: int, wide: int,
+def swarm_graph(primary_config, phase3_read_steps: Sequence[tuple[int, int]], subagent_steps: int, wide: int,
                 deep: int) -> tuple[dict[str, int], dict[str, list[str]]]:
     """The dependency graph of one table's swarm, in sequential layer-steps.
 
@@ -273,27 +273,15 @@ def swarm_graph(primary_config, phase3_read_steps: Sequence[int], subagent_steps
               └─► policy ─► `wide` sub-agents in parallel ────────────────────────────┴─► merge
                   ─► coarse decision ─► `deep` sub-agents in parallel ─► fine labels
 
-    phase3_read_steps: the read steps of each Phase 3 specialist the router activated: an int
-    (its state read) or a pair (state read, stream steps): with the stream seam a specialist's
-    decoder runs after its state read and the primary's column attention waits for it, as in
-    `aegir.orchestrator.critical.orchestrator_graph`. The
+    phase3_read_steps: (state read, stream) steps of each Phase 3 specialist the router activated;
+    that part of the graph is Phase 3's own (`aegir.orchestrator.critical.phase3_graph`). The
     policy reads the prefix's pooled output, so the wide sub-agents run beside the primary's
     rest; the deep round waits for the merge (its coarse decision reads the merged labels).
     Policy, merge and decisions are heads (0 steps). `longest_path` gives the critical steps,
     the sum of all steps the total work.
     """
-    p = primary_config
-    steps = {"prefix": p.encoder_layers, "rest": p.main_layers + p.decoder_layers,
-             "columns": p.context_layers, "merge": 0}
-    after: dict[str, list[str]] = {"rest": ["prefix"], "columns": ["rest"]}
-    for i, read in enumerate(phase3_read_steps):
-        read, stream = (read, 0) if isinstance(read, int) else read
-        steps[f"specialist{i}"], after[f"specialist{i}"] = read, ["prefix"]
-        after["rest"].append(f"specialist{i}")
-        if stream:
-            steps[f"stream{i}"], after[f"stream{i}"] = stream, [f"specialist{i}"]
-            after["columns"].append(f"stream{i}")
-    after["merge"] = ["columns"]
+    steps, after = phase3_graph(primary_config, phase3_read_steps)
+    steps["merge"], after["merge"] = 0, ["columns"]
     for i in range(wide):
         steps[f"wide{i}"], after[f"wide{i}"] = subagent_steps, ["prefix"]
         after["merge"].append(f"wide{i}")

@@ -44,7 +44,7 @@ class TableView:
     cta_logp: torch.Tensor
     cpa_logp: torch.Tensor
     hidden: torch.Tensor
-    phase3_reads: tuple[int | tuple[int, int], ...]
+    phase3_reads: tuple[tuple[int, int], ...]
     deep_columns: tuple[int, ...]
     cta_gold: torch.Tensor
     cpa_gold: torch.Tensor
