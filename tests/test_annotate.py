@@ -32,7 +32,7 @@ PARAMS = {"prepare": asdict(PrepareConfig(byte_budget=384, max_rows=6)), "readin
 def checkpoints(tmp_path_factory) -> dict[str, Path]:
     """Tiny untrained checkpoints of every kind, reading wide tables in groups of 4 and 2 views:
     a Phase 1 model, a Phase 3 orchestrator over three specialists, a Phase 4 swarm over them
-    whose policy spawns sub-agents and runs deep search."""
+    whose policy spawns sub-agents, asks for second opinions and runs deep search."""
     root = tmp_path_factory.mktemp("checkpoints")
     orch, primary = orchestrator(threshold=0.01)  # (nearly) every specialist activated
     open_gates(orch)
@@ -44,6 +44,7 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
     with torch.no_grad():
         policy.count_head.bias.copy_(torch.tensor([0.0, 0.0, 5.0, 0.0]))  # two sub-agents
         policy.deep_head.bias.fill_(5.0)  # and deep search
+        policy.consult_head.bias.fill_(5.0)  # and every second opinion
     swarm = Swarm(orch, {name: s.model for name, s in zip(orch.specialist_names, orch.specialists)}, policy,
                   SwarmMerge(len(dirs), family_of_labels(cta_vocab())[0]))
     phase4 = save_swarm(root / "phase4", swarm, phase3, dirs, {"params": PARAMS})
@@ -78,6 +79,8 @@ def test_a_file_read_lazily_is_annotated_as_the_whole_file(tmp_path, checkpoints
     assert got[0]["fingerprint"] == annotator.fingerprint and got[0]["rows"] == 240
     if kind == "phase4":
         assert got[0]["swarm"]["subagents"] == 2 and got[0]["swarm"]["deep_search"] is not None
+        assert got[0]["swarm"]["second_opinions"] == list(annotator.swarm.names)
+
     if kind == "phase3":
         assert got[0]["specialists"]["activated"]
 
@@ -142,3 +145,22 @@ def test_output_rows_in_every_format():
     table = pq.read_table(io.BytesIO(rows_bytes(two, "parquet", 2)))
     assert table.column("cpa_top_k").to_pylist()[0] is None and table.num_rows == 2
     assert str(table.schema.field("column_index").type) == "int32"
+
+
+def test_a_swarm_written_before_second_opinions_is_refused_with_what_to_do(tmp_path, checkpoints):
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from aegir.model.checkpoint import CheckpointError
+    from aegir.swarm.model import load_swarm
+
+    old = tmp_path / "phase4"
+    shutil.copytree(checkpoints["phase4"], old)
+    (old / "config.json").write_text((checkpoints["phase4"] / "config.json").read_text().replace(
+        '"checkpoint": "../', f'"checkpoint": "{checkpoints["phase4"].parent}/'))
+    tensors = load_file(old / "model.safetensors")
+    save_file({k: v for k, v in tensors.items() if not k.startswith(("policy.consult_head.", "merge.consult"))},
+              old / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"before second opinions.*dvc repro phase4"):
+        load_swarm(old)

@@ -455,3 +455,42 @@ def test_phase3_seeds_script_compares_paired_seeds(tmp_path):
     (tmp_path / "seed2/scores.json").write_text(json.dumps({"fused": {}}))
     proc = subprocess.run(cmd, env=tool_env(ROOT), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "seed2/scores.json: no scores for ['phase1', 'control', 'ensemble']" in proc.stderr
+
+
+def test_phase4_seeds_script_counts_the_learned_policys_wins_and_the_worst_margin(tmp_path):
+    """scripts/phase4_seeds.py --show over fabricated runs: each policy's figures, the learned
+    policy's wins over each control counted over runs, every policy's worst margin against Phase 3
+    (never) over every split; a missing run fails naming its file."""
+    def split_is_real_for(policy: str) -> bool:  # the controls read `real` 0.5 better than elsewhere
+        return policy != "learned"
+
+    def scores(learned: float, always: float, never: float = 90.0) -> dict:
+        out = {}
+        for policy, value in (("learned", learned), ("never", never), ("always", always)):
+            lift = 0.5 if split_is_real_for(policy) else 0.0
+            out[policy] = {task: {split: {"micro_f1": value + (lift if split == "real" else 0.0)}
+                                  for split in ("test", "wide", "real")} for task in ("cta", "cpa")}
+            out[policy]["mix"] = {"f1_per_critical_step": {"cta": value / 8, "cpa": value / 9}}
+            out[policy]["spawn"] = {split: {"spawn_share": 0.5 if policy == "learned" else 0.0, "consult_share": 0.25}
+                                    for split in ("test", "wide", "real")}
+        return out
+
+    for name, (learned, always) in {"s0-c1": (91.0, 89.0), "s1-c1": (89.5, 90.5), "s0-c2": (92.0, 91.0)}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "scores.json").write_text(json.dumps(scores(learned, always)))
+    out = tmp_path / "p4.json"
+    cmd = [sys.executable, str(ROOT / "scripts/phase4_seeds.py"), "--show", "--out", str(tmp_path),
+           "--seeds", "0", "1", "--costs", "1", "--json", str(out)]
+    proc = subprocess.run(cmd, env=tool_env(ROOT), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(out.read_text())
+    assert list(summary["runs"]) == ["s0-c1", "s1-c1"] and summary["wins"]["runs"] == 2
+    assert summary["wins"]["real/cta"] == {"never": 1, "always": 1}  # s0 beats both; s1 is below never
+    assert summary["runs"]["s1-c1"]["worst_against_phase3"]["learned"] == {"margin": -1.0, "where": "cta real"}
+    assert summary["runs"]["s0-c1"]["worst_against_phase3"]["always"]["margin"] == -1.0
+    assert summary["runs"]["s0-c1"]["figures"]["mix/cta"] == {"learned": 91 / 8, "never": 90 / 8, "always": 89 / 8}
+    assert "worst against Phase 3: learned -1.00 (cta real)" in proc.stdout
+    # a run asked for that is not there
+    proc = subprocess.run(cmd[:-2] + ["--costs", "1", "2", "0.5"], env=tool_env(ROOT), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and "s0-c0.5/scores.json: not a readable Phase 4 scores.json" in proc.stderr

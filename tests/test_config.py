@@ -51,6 +51,8 @@ def test_project_params_parse():
         ({"phase3": {"distill_weight": 1000}}, "phase3.distill_weight"),
         ({"phase3": {"stream_gate_init": 1e6}}, "phase3.stream_gate_init"),
         ({"phase3": {"stream_seam": "yes"}}, "phase3.stream_seam"),
+        ({"phase3": {"rl_weight": -1.0}}, "phase3.rl_weight"),
+        ({"phase3": {"rl_weight": 0.0, "ce_weight": 0.0, "distill_weight": 0.0}}, "phase3.rl_weight"),
     ],
 )
 def test_bad_params_name_the_key(raw, key):

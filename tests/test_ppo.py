@@ -187,6 +187,23 @@ def test_phase3_ce_takes_the_label_smoothing_and_the_rl_tokens_do_not():
     assert parts1["rl"] == parts0["rl"] and stats1 == stats0
 
 
+def test_rl_weight_scales_the_clipped_loss_alone_and_one_is_the_loss_unchanged():
+    """The "CE alone" ablation (`phase3.rl_weight: 0`) drops exactly the clipped token loss; the
+    default 1 gives the loss of before the knob, bit for bit."""
+    from dataclasses import replace
+
+    orch, _ = orchestrator()
+    open_gates(orch, seed=1)
+    batch = make_batch(MORE_TABLES, **LABELLED)
+    plain = parl_settings(rollouts=2)
+    rollouts, forward = collect_rollouts(orch, batch, plain, 0.3, 0.1, torch.Generator().manual_seed(0))
+    loss1, parts1, _ = token_loss(orch, batch, forward, rollouts, plain, 0.2)
+    loss0, parts0, _ = token_loss(orch, batch, forward, rollouts, replace(plain, rl_weight=0.0), 0.2)
+    assert parts1["rl"] == parts0["rl"] != 0.0  # reported either way
+    assert abs(float((loss1 - loss0).detach()) - parts1["rl"]) < 1e-5
+    assert torch.equal(token_loss(orch, batch, forward, rollouts, replace(plain, rl_weight=1.0), 0.2)[0], loss1)
+
+
 def test_control_without_specialists_has_no_routing():
     from aegir.orchestrator.model import build_orchestrator
     from test_swarm import tiny

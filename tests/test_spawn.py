@@ -34,7 +34,7 @@ from aegir.swarm.spawn import (
     swarm_steps,
     wide_subtasks,
 )
-from aegir.swarm.views import TableView, decision_keys, swarm_logp
+from aegir.swarm.views import TableView, decision_keys, policy_inputs, swarm_logp
 from test_swarm import tiny
 
 WIDE = SyntheticConfig(wide_tables=6, wide_min_columns=12, wide_max_columns=20, min_rows=3, max_rows=6)
@@ -366,11 +366,8 @@ def test_route_weight_adds_the_specialist_heads_cross_entropy():
     base, _, _ = update_loss(policy, merge, views, rollouts, cache, names, plain, 0.2, None, targets)
     loss, parts, _ = update_loss(policy, merge, views, rollouts, cache, names, routed, 0.2, None, targets)
     rows = rollouts.tables
-    hidden = torch.stack([views[t].hidden for t in rows])
-    width = SpawnPolicy.width_features(torch.tensor([views[t].num_columns for t in rows]),
-                                       torch.tensor([views[t].stream_bytes for t in rows]))
-    _, logits, _ = policy.logits(hidden, width, allowed_options(policy.options, torch.tensor(
-        [views[t].num_columns for t in rows]), None))
+    hidden, width, allowed, _, _ = policy_inputs(views, rows, policy.options, None)
+    _, logits, _, _ = policy.logits(hidden, width, allowed)
     want = targets[torch.tensor(rows)]
     hand = F.cross_entropy(logits[want >= 0], want[want >= 0])
     assert parts["route"] == pytest.approx(float(hand.detach()), rel=1e-6)
@@ -384,6 +381,120 @@ def test_route_weight_adds_the_specialist_heads_cross_entropy():
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    _, after, _ = policy.logits(hidden, width, allowed_options(policy.options, torch.tensor(
-        [views[t].num_columns for t in rows]), None))
+    _, after, _, _ = policy.logits(hidden, width, allowed)
     assert float(F.cross_entropy(after[want >= 0], want[want >= 0]).detach()) < float(hand.detach())
+
+
+# ----------------------------------------------------------------------------- second opinions, wide eligibility
+
+
+def with_opinions(view: TableView, kinds: int, seed: int = 1) -> TableView:
+    """`view` with `kinds` random second opinions of its table."""
+    g = torch.Generator().manual_seed(seed)
+    C = view.num_columns
+    view.consult = tuple((torch.randn(C, 82, generator=g).log_softmax(-1), torch.randn(C, 108, generator=g).log_softmax(-1))
+                         for _ in range(kinds))
+    return view
+
+
+def test_second_opinions_merge_as_weighted_experts_and_only_when_asked():
+    table = generate_wide(WIDE)[0]
+    cache = SubagentCache([table], {"a": tiny(0), "b": tiny(1)}, PREPARE, "t")
+    view = with_opinions(view_of(table), 2)
+    merge = SwarmMerge(2, family_of_labels(cta_vocab())[0])
+    with torch.no_grad():
+        merge.primary.copy_(torch.tensor([1.5, 0.5]))
+        merge.consult.copy_(torch.tensor([0.25, 2.0]))
+    cta, cpa = swarm_logp(0, view, 0, 0, False, cache, merge, ["a", "b"], consult=True)
+    by_hand_cta = (1.5 * view.cta_logp + 0.25 * view.consult[0][0] + 0.25 * view.consult[1][0]).log_softmax(-1)
+    by_hand_cpa = (0.5 * view.cpa_logp + 2.0 * view.consult[0][1] + 2.0 * view.consult[1][1]).log_softmax(-1)
+    assert torch.allclose(cta, by_hand_cta, atol=1e-6) and torch.allclose(cpa, by_hand_cpa, atol=1e-6)
+    # not asked: the orchestrator's reading, untouched (the very tensors)
+    alone = swarm_logp(0, view, 0, 0, False, cache, merge, ["a", "b"], consult=False)
+    assert alone[0] is view.cta_logp and alone[1] is view.cpa_logp
+    # asked on a table whose opinions were not read: nothing to merge, the reading stands
+    bare = view_of(table)
+    assert swarm_logp(0, bare, 0, 0, False, cache, merge, ["a", "b"], consult=True)[0] is bare.cta_logp
+    # with wide search too, both terms join the same product
+    cache.fill(decision_keys(0, view, 2, "b", False))
+    both, _ = swarm_logp(0, view, 2, 1, False, cache, merge, ["a", "b"], consult=True)
+    wide_only, _ = swarm_logp(0, view, 2, 1, False, cache, merge, ["a", "b"], consult=False)
+    assert not torch.allclose(both, wide_only)
+    # gradients reach the consult weights
+    merge.zero_grad()
+    swarm_logp(0, view, 0, 0, False, cache, merge, ["a", "b"], consult=True)[0][:, 0].sum().backward()
+    assert merge.consult.grad is not None and float(merge.consult.grad[0]) != 0 and float(merge.consult.grad[1]) == 0
+
+
+def test_the_policy_reads_how_unsure_the_orchestrator_is():
+    table = generate_wide(WIDE)[0]
+    sure, unsure = view_of(table), view_of(table)
+    sure.cta_logp = torch.full((table.num_columns, 82), -30.0).index_fill(1, torch.tensor([5]), 0.0)
+    unsure.cta_logp = torch.full((table.num_columns, 82), 82.0).reciprocal().log()  # uniform
+    assert sure.doubt()[0] == pytest.approx(0.0, abs=1e-6)
+    assert unsure.doubt()[0] == pytest.approx(1 - 1 / 82, abs=1e-6)
+    assert float(unsure.doubt()[1]) == pytest.approx(float(1 - unsure.cpa_logp[1:].exp().max(-1).values.mean()))
+    policy = SpawnPolicy(32, spawn_options(8), 1)
+    _, width, _, _, _ = policy_inputs([sure, unsure], [0, 1], policy.options, None)
+    assert width.shape == (2, 4) and torch.equal(width[:, 2:], torch.stack([sure.doubt(), unsure.doubt()]))
+    assert torch.equal(width[0, :2], width[1, :2])  # the same table's width
+
+
+def test_wide_search_runs_only_on_tables_wider_than_one_column_group():
+    from aegir.swarm.spawn import wide_eligible
+
+    assert not wide_eligible(9, 9) and wide_eligible(10, 9)
+    assert wide_eligible(2, 0) and not wide_eligible(1, 0)  # no grouping: any table with a non-subject column
+    table = generate_wide(WIDE)[0]  # 12–20 columns
+    wide, narrow = view_of(table), view_of(table)
+    wide.group_columns, narrow.group_columns = 9, 40
+    assert wide.wide_groups(4) == wide_subtasks(table.num_columns, 4) and narrow.wide_groups(4) == []
+    assert decision_keys(0, narrow, 4, "a", False) == []
+    policy = SpawnPolicy(32, spawn_options(8), 1)
+    _, _, allowed, _, has_consult = policy_inputs([wide, narrow], [0, 1], policy.options, None)
+    assert bool(allowed[0].all()) and allowed[1].tolist() == [True] + [False] * (len(policy.options) - 1)
+    assert has_consult.tolist() == [False, False]
+    with_opinions(narrow, 1)
+    assert policy_inputs([wide, narrow], [0, 1], policy.options, None)[4].tolist() == [False, True]
+    # the narrow table asked for 4 wide sub-agents gets none: its reading stands
+    cache = SubagentCache([table], {"a": tiny(0)}, PREPARE, "t")
+    merge = SwarmMerge(1, family_of_labels(cta_vocab())[0], init_sub_weight=5.0)
+    assert swarm_logp(0, narrow, 4, 0, False, cache, merge, ["a"])[0] is narrow.cta_logp
+
+
+def test_second_opinions_run_beside_the_orchestrator_in_critical_steps():
+    """cpu-like primary: 5 steps alone. A second opinion reads the table from the start, so one
+    of ≤ 5 steps adds no critical step, a slower one (7) sets the path; all add their total."""
+    from aegir.model.network import preset
+
+    primary = preset("cpu")
+    alone, alone_total = swarm_steps(primary, (), 5, wide=0, deep=0)
+    consulted, consulted_total = swarm_steps(primary, (), 5, wide=0, deep=0, consult=(5, 4, 5))
+    assert (alone, consulted) == (5, 5) and consulted_total == alone_total + 14
+    assert swarm_steps(primary, (), 5, wide=0, deep=0, consult=(7,))[0] == 7
+    assert swarm_steps(primary, (), 5, wide=0, deep=2, consult=(5,))[0] == 10  # the deep round still waits
+    counter = StepCounter(primary, (5, 7))
+    view = with_opinions(view_of(generate_wide(WIDE)[0]), 2)
+    assert counter.extra(view, 0, 0, False, consult=True) == 2  # the 7-step opinion
+    assert counter.extra(view_of(generate_wide(WIDE)[0]), 0, 0, False, consult=True) == 0  # none to read
+
+
+def test_consult_is_a_token_only_where_opinions_exist_and_rescoring_matches():
+    torch.manual_seed(0)
+    policy = SpawnPolicy(32, spawn_options(4), 2)
+    hidden, width = torch.randn(6, 32), torch.randn(6, 4)
+    allowed = torch.ones(6, len(policy.options), dtype=torch.bool)
+    has_deep = torch.zeros(6, dtype=torch.bool)
+    has_consult = torch.tensor([True, True, True, False, False, True])
+    with torch.no_grad():
+        policy.consult_head.bias.fill_(3.0)  # σ(3) ≈ 0.95: most rows consult when they may
+    d = policy.decide(hidden, width, allowed, has_deep, has_consult, sample=True, generator=torch.Generator().manual_seed(0))
+    assert not bool(d.consult[~has_consult].any()) and bool(d.consult[has_consult].any())
+    assert d.token_consult.tolist() == has_consult.tolist()
+    again = policy.decide(hidden, width, allowed, has_deep, has_consult, count=d.count, specialist=d.specialist,
+                          deep=d.deep, consult=d.consult)
+    logp, tokens = d.tokens()
+    assert torch.allclose(again.tokens()[0], logp) and tokens.shape == (6, 4)
+    argmax = policy.decide(hidden, width, allowed, has_deep, has_consult)
+    assert argmax.consult.tolist() == has_consult.tolist()  # p > ½ where it may
+    assert not bool(policy.decide(hidden, width, allowed, has_deep).consult.any())  # no opinions: never

@@ -355,6 +355,7 @@ class Phase3Config:
     warmup_steps: int = 20
     weight_decay: float = 0.01  # AdamW, on matrices of the primary only
     grad_clip: float = 1.0
+    rl_weight: float = 1.0  # the clipped token loss (0: no RL at all, the "CE alone" ablation)
     ce_weight: float = 1.0  # supervised CE on gold labels beside the RL loss (0 allowed)
     label_smoothing: float = 0.0  # ε of that CE (as phase1.label_smoothing)
     route_weight: float = 0.0  # supervised routing: the router's BCE toward "the table's domain is the specialist's" (0 = off)
@@ -392,8 +393,10 @@ class Phase3Config:
         check(self.warmup_steps >= 0, "warmup_steps", "must be ≥ 0")
         check(0 <= self.weight_decay < 1, "weight_decay", f"must be in [0, 1), got {self.weight_decay}")
         check(self.grad_clip > 0, "grad_clip", f"must be > 0, got {self.grad_clip}")
-        for key in ("ce_weight", "kl_coef"):
+        for key in ("rl_weight", "ce_weight", "kl_coef"):
             check(0 <= getattr(self, key) <= 100, key, f"must be in [0, 100], got {getattr(self, key)}")
+        check(self.rl_weight > 0 or self.ce_weight > 0 or self.distill_weight > 0, "rl_weight",
+              "rl_weight, ce_weight and distill_weight are all 0: nothing would train the primary")
         check(0 <= self.label_smoothing < 1, "label_smoothing", f"must be in [0, 1), got {self.label_smoothing}")
         check(0 <= self.route_weight <= 100, "route_weight", f"must be in [0, 100], got {self.route_weight}")
         check(0 <= self.distill_weight <= 100, "distill_weight", f"must be in [0, 100], got {self.distill_weight}")

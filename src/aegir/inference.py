@@ -231,6 +231,7 @@ class CheckpointAnnotator:
             result["swarm"] = {"subagents": r.subagents, "specialist": r.specialist,
                                "groups": [list(g) for g in r.groups], "deep_search": r.deep,
                                "deep_columns": list(r.deep_columns), "phase3_specialists": r.phase3_activated,
+                               "second_opinions": list(r.consulted),
                                "critical_steps": r.critical_steps, "total_steps": r.total_steps,
                                # what the sub-agents changed: the label Phase 3's reading alone gave → the swarm's
                                "changes": [{"task": task, "column": c, "before": (cta if task == "cta" else cpa)[b],
@@ -274,9 +275,13 @@ def format_annotations(result: dict) -> str:
                    + " ".join("[" + ",".join(map(str, g)) + "]" for g in s["groups"])) if s["subagents"] else "no sub-agent"
         deep = (f"deep search re-read column(s) {', '.join(map(str, s['deep_columns']))}" if s["deep_search"]
                 else "no deep search")
-        lines.append(f"swarm: {spawned}; {deep}; Phase 3 specialists: {', '.join(s['phase3_specialists']) or 'none'}; "
+        second = s.get("second_opinions", [])
+        opinions = (f"second opinions of the whole table from {', '.join(second)}" if second
+                    else "no second opinion")
+        lines.append(f"swarm: {spawned}; {opinions}; {deep}; Phase 3 specialists: "
+                     f"{', '.join(s['phase3_specialists']) or 'none'}; "
                      f"{s['critical_steps']} critical steps, {s['total_steps']} total")
-        if s["subagents"] or s["deep_search"]:
+        if s["subagents"] or s["deep_search"] or second:
             lines.append("sub-agents changed: " + ("; ".join(
                 f"col {x['column']} {x['task'].upper()} {x['before']} → {x['after']}" for x in s["changes"])
                 or "no label (the Phase 3 reading stands)"))

@@ -60,6 +60,7 @@ class PARLSettings:
     ce_weight: float  # weight of the supervised CE on gold labels (0 allowed)
     kl_coef: float  # weight of the per-token KL(π_old‖π_new) penalty (0 = off)
     rewards: RewardConfig
+    rl_weight: float = 1.0  # weight of the clipped token loss (0: CE alone, the ablation)
     label_smoothing: float = 0.0  # ε of the supervised CE (as Phase 1's `phase1.label_smoothing`)
     route_weight: float = 0.0  # weight of the supervised routing loss (`aegir.orchestrator.router.routing_targets`; 0 = off)
     distill_weight: float = 0.0  # weight of the CE toward the output ensemble's labels (`distill_loss`; 0 = off)
@@ -292,7 +293,7 @@ def token_loss(orch: SwarmOrchestrator, batch: Batch, fwd: PolicyForward, rollou
                settings: PARLSettings, epsilon: float,
                route_target: tuple[torch.Tensor, torch.Tensor] | None = None,
                ) -> tuple[torch.Tensor, dict[str, float], PPOStats]:
-    """The loss of one update: clipped token loss + ce_weight·CE + ratio loss (the CE on gold
+    """The loss of one update: rl_weight · clipped token loss + ce_weight·CE + ratio loss (the CE on gold
     labels with `settings.label_smoothing`; the RL tokens are the sampled labels, never smoothed).
 
     Tokens, in one flat vector: every routing decision the policy made (weight
@@ -325,7 +326,8 @@ def token_loss(orch: SwarmOrchestrator, batch: Batch, fwd: PolicyForward, rollou
     supervised, parts = primary.loss(batch_k, out, settings.label_smoothing)  # CE(CTA) + CE(CPA) + w · ratio loss
     ratio_term = primary.config.ratio_loss_weight * out.ratio_loss
     ce = supervised - ratio_term
-    loss = rl_loss + settings.ce_weight * ce + ratio_term
+    # (× 1.0 is exact: the default's loss is the bits it was before the knob)
+    loss = settings.rl_weight * rl_loss + settings.ce_weight * ce + ratio_term
     extra = {}
     if settings.route_weight and route_target is not None and fwd.routing_hidden is not None:
         target, known = route_target

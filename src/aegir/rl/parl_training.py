@@ -79,7 +79,7 @@ def train_run(orch: SwarmOrchestrator, run: str, params: Params, train: list[Exa
     cfg: Phase3Config = params.phase3
     rc = params.rewards
     settings = PARLSettings(rollouts=cfg.rollouts, abstain_below=cfg.abstain_below,
-                            critical_weight=cfg.critical_weight, ce_weight=cfg.ce_weight,
+                            critical_weight=cfg.critical_weight, ce_weight=cfg.ce_weight, rl_weight=cfg.rl_weight,
                             kl_coef=cfg.kl_coef, rewards=rc, label_smoothing=cfg.label_smoothing,
                             route_weight=cfg.route_weight, distill_weight=cfg.distill_weight)
     # the routing each training table should get: the specialists whose domains hold its domain

@@ -104,6 +104,7 @@ def train(policy: SpawnPolicy, merge: SwarmMerge, data: SplitData, names: list[s
         logged.update({f"train/{k}": v for k, v in parts.items()})
         logged.update({"spawn/mean_subagents": float(rollouts.spawned.mean()),
                        "spawn/deep_rate": float(rollouts.deep.float().mean()),
+                       "spawn/consult_rate": float(rollouts.consult.float().mean()),
                        "budget/cap": float(max_count if max_count is not None else -1),
                        "lambda/lambda1": lam1, "lambda/lambda2": lam2, "ppo/epsilon": epsilon,
                        "ppo/clip_fraction": stats.clip_fraction, "ppo/approx_kl": stats.approx_kl})

@@ -1,6 +1,6 @@
 """One Phase 4 update of the spawning policy and the merge, on cached sub-agent outputs.
 
-    rollouts    K rollouts of every table: count, specialist, deep sampled from the policy
+    rollouts    K rollouts of every table: count, specialist, deep, consult sampled from the policy
                 (options above the step's budget cap masked out); the swarm's merged labels
                 from the cache (`swarm_logp`), argmax per column
     rewards     r_perf (the table's F1 of the merged labels), r_parallel and r_finish
@@ -44,7 +44,7 @@ from aegir.rl.rewards import (
     share_term,
 )
 from aegir.swarm.policy import PolicyDecision, SpawnPolicy
-from aegir.swarm.spawn import SubagentCache, SwarmMerge, swarm_steps, wide_subtasks
+from aegir.swarm.spawn import SubagentCache, SwarmMerge, swarm_steps
 from aegir.swarm.views import (
     TableView,
     decision_keys,
@@ -61,12 +61,17 @@ class StepCounter:
     primary_config: object
     subagent_steps: tuple[int, ...]
 
-    def extra(self, view: TableView, subagents: int, specialist: int, deep: bool) -> int:
+    def consulted(self, view: TableView, consult: bool) -> tuple[int, ...]:
+        """The steps to labels of each second opinion a decision asks for (none without)."""
+        return self.subagent_steps if consult and view.consult else ()
+
+    def extra(self, view: TableView, subagents: int, specialist: int, deep: bool, consult: bool = False) -> int:
         """Critical steps the decision adds over never spawning (0 when it spawns nothing)."""
-        wide = len(wide_subtasks(view.num_columns, subagents))
+        wide = len(view.wide_groups(subagents))
         deep_columns = len(view.deep_columns) if deep else 0
         steps = self.subagent_steps[specialist]
-        spent, _ = swarm_steps(self.primary_config, view.phase3_reads, steps, wide, deep_columns)
+        spent, _ = swarm_steps(self.primary_config, view.phase3_reads, steps, wide, deep_columns,
+                               self.consulted(view, consult))
         alone, _ = swarm_steps(self.primary_config, view.phase3_reads, steps, 0, 0)
         return spent - alone
 
@@ -97,8 +102,9 @@ class SwarmRollouts:
     count: torch.Tensor
     specialist: torch.Tensor
     deep: torch.Tensor
-    logp_old: torch.Tensor  # (K·B, 3): count, specialist, deep
-    tokens: torch.Tensor  # (K·B, 3) bool
+    consult: torch.Tensor
+    logp_old: torch.Tensor  # (K·B, 4): count, specialist, deep, consult
+    tokens: torch.Tensor  # (K·B, 4) bool
     advantage: torch.Tensor  # (K·B,)
     rewards: dict[str, torch.Tensor]  # name → (K, B)
     spawned: torch.Tensor  # (K·B,) sub-agents actually spawned
@@ -130,8 +136,8 @@ def rollout_outputs(views, rows, decision: PolicyDecision, options, cache, merge
     for i, t in enumerate(rows):
         g = options[int(decision.count[i])]
         merged.append(swarm_logp(t, views[t], g, int(decision.specialist[i]), bool(decision.deep[i]), cache,
-                                 merge, names))
-        spawned.append(min(g, max(views[t].num_columns - 1, 0)))
+                                 merge, names, bool(decision.consult[i])))
+        spawned.append(len(views[t].wide_groups(g)))
     return merged, torch.tensor(spawned)
 
 
@@ -155,9 +161,9 @@ def collect(policy: SpawnPolicy, merge: SwarmMerge, views: list[TableView], rows
     """Sample K rollouts of the tables `rows`, fill the cache they need, score them."""
     K, B = settings.rollouts, len(rows)
     all_rows = rows * K
-    hidden, width, allowed, has_deep = policy_inputs(views, all_rows, policy.options, max_count)
+    hidden, width, allowed, has_deep, has_consult = policy_inputs(views, all_rows, policy.options, max_count)
     with torch.no_grad():
-        decision = policy.decide(hidden, width, allowed, has_deep, sample=True, generator=generator)
+        decision = policy.decide(hidden, width, allowed, has_deep, has_consult, sample=True, generator=generator)
     keys = []
     for i, t in enumerate(all_rows):
         keys += decision_keys(t, views[t], policy.options[int(decision.count[i])], names[int(decision.specialist[i])],
@@ -176,15 +182,15 @@ def collect(policy: SpawnPolicy, merge: SwarmMerge, views: list[TableView], rows
     rewards["reward"] = combine(rewards["r_perf"], rewards["r_parallel"], rewards["r_finish"], lam1, lam2)
     if settings.steps is not None:
         extra = torch.tensor([settings.steps.extra(views[t], policy.options[int(decision.count[i])],
-                                                   int(decision.specialist[i]), bool(decision.deep[i]))
+                                                   int(decision.specialist[i]), bool(decision.deep[i]),
+                                                   bool(decision.consult[i]))
                               for i, t in enumerate(all_rows)], dtype=torch.float).view(K, B)
         rewards["extra_critical_steps"] = extra
         rewards["reward"] = rewards["reward"] - settings.step_cost * extra
+    logp_old, tokens = decision.tokens()
     return SwarmRollouts(
         tables=all_rows, count=decision.count, specialist=decision.specialist, deep=decision.deep,
-        logp_old=torch.stack([decision.logp_count, decision.logp_specialist, decision.logp_deep], -1),
-        tokens=torch.stack([decision.token_count, decision.token_specialist, decision.token_deep], -1),
-        advantage=group_advantages(rewards["reward"]).flatten(), rewards=rewards, spawned=spawned.float())
+        consult=decision.consult, logp_old=logp_old, tokens=tokens, advantage=group_advantages(rewards["reward"]).flatten(), rewards=rewards, spawned=spawned.float())
 
 
 def specialist_targets(domains: list[str | None], names: list[str], agent_domains: dict[str, tuple[str, ...]]
@@ -210,10 +216,10 @@ def update_loss(policy: SpawnPolicy, merge: SwarmMerge, views: list[TableView], 
     taught by the tables' domains, as Phase 3's router is (`phase3.route_weight`); whether to
     spawn at all stays the reward's."""
     rows = rollouts.tables
-    hidden, width, allowed, has_deep = policy_inputs(views, rows, policy.options, max_count)
-    decision = policy.decide(hidden, width, allowed, has_deep, count=rollouts.count,
-                             specialist=rollouts.specialist, deep=rollouts.deep)
-    logp_new = torch.stack([decision.logp_count, decision.logp_specialist, decision.logp_deep], -1)
+    hidden, width, allowed, has_deep, has_consult = policy_inputs(views, rows, policy.options, max_count)
+    decision = policy.decide(hidden, width, allowed, has_deep, has_consult, count=rollouts.count,
+                             specialist=rollouts.specialist, deep=rollouts.deep, consult=rollouts.consult)
+    logp_new, _ = decision.tokens()
     tokens = rollouts.tokens
     advantage = rollouts.advantage[:, None].expand_as(tokens)
     rl, stats = clipped_token_loss(logp_new[tokens], rollouts.logp_old[tokens], advantage[tokens],
@@ -226,7 +232,7 @@ def update_loss(policy: SpawnPolicy, merge: SwarmMerge, views: list[TableView], 
         target = targets[torch.tensor(rows)]
         known = target >= 0
         if known.any():
-            _, spec_logits, _ = policy.logits(hidden, width, allowed)
+            _, spec_logits, _, _ = policy.logits(hidden, width, allowed)
             route = F.cross_entropy(spec_logits[known], target[known])
             loss = loss + settings.route_weight * route
             parts["route"] = float(route.detach())

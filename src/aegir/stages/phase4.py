@@ -10,9 +10,13 @@
    and the specialists it activated (`TableView`). Every policy's labels go through the joint
    decoding Phase 3's checkpoint records, so never spawning *is* Phase 3's fused orchestrator
    (`aegir.swarm.model`: the swarm starts where Phase 3 ends).
-2. A spawning policy (`aegir.swarm.policy`) decides per table how many sub-agents (0 …
-   `max_subagents`), which frozen Phase 1 checkpoint they instantiate, and whether to run deep
-   search; the sub-agents' outputs merge per column (`aegir.swarm.spawn`). Sub-agents are
+2. A spawning policy (`aegir.swarm.policy`) decides per table whether to ask every sub-agent
+   kind for a second opinion (each frozen Phase 1 checkpoint reads the whole table as the
+   orchestrator does, beside it: on the evaluation splits from the distributions its `phase1`
+   stage stored), how many wide-search sub-agents (0 … `max_subagents`; only on a table wider
+   than one of the orchestrator's column groups), which frozen Phase 1 checkpoint they
+   instantiate, and whether to run deep search; the sub-agents' outputs merge per column
+   (`aegir.swarm.spawn`). Sub-agents are
    frozen and sub-tasks deterministic, so their outputs are cached per (table, columns,
    specialist) and only the policy and the merge weights train (`aegir.rl.swarm_training`):
    PARL's token-level clipped loss with the `lambda` schedule and `rewards`
@@ -24,7 +28,8 @@
    critical step a decision adds costs `phase4.step_cost` of reward.
 3. Scored on every evaluation split (`aegir.swarm.evaluate`): the learned policy (at
    `max_subagents`) and two fixed controls, never spawn (serial collapse: the Phase 3
-   orchestrator as `phase3` scores it) and always spawn the maximum (spurious parallelism); and
+   orchestrator as `phase3` scores it) and always spawn the maximum, second opinions included
+   (spurious parallelism); and
    the scaling curve, for each budget n of `scaling_n` on `test`, `corner_cases`, `wide`: F1,
    mean spawned, critical and total steps of the learned policy capped at n and the two
    controls, and wall-clock per table of n sub-agents batched (`eval_batch_size` sub-tasks per
@@ -123,8 +128,14 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
     swarm = Swarm(orch, subagents, policy, merge, reading)
 
     # each evaluation split read as `phase3` scored it, then scored under every policy
+    # the sub-agents' second opinions on the evaluation splits: the distributions their phase1
+    # stages stored, where they are of the same reads
+    subagent_stores = {name: StoredReads.open(models_dir / name, {
+        "checkpoint": checkpoint_fingerprint(models_dir / name), "data": data_fingerprint(data_dir, SPLITS),
+        "prepare": asdict(params.prepare), "reading": recorded.get("reading")})[0] for name in names}
     evaluated = evaluate_policies(swarm, lambda split: load_split(
-        split, data_dir, orch, subagents, params, family, reading, store, cfg.eval_tables), family, cfg.max_subagents)
+        split, data_dir, orch, subagents, params, family, reading, store, cfg.eval_tables, subagent_stores),
+        family, cfg.max_subagents)
     scores, split_data = evaluated.scores, evaluated.splits
     scaling_rows, timing_rows = scaling_curve(swarm, split_data, cfg.scaling_n, subagents[names[0]],
                                               cfg.timing_tables, cfg.eval_batch_size)
@@ -133,10 +144,12 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
     scores["phase3_reading"] = {"columns": reading.columns, "views": reading.views,
                                 "joint_decoding": reading.decode is not None,
                                 "stored": {split: evaluated.from_store[split] for split in sorted(evaluated.from_store)},
-                                "store": "found" if store is not None else why_not}
+                                "store": "found" if store is not None else why_not,
+                                "subagent_stores": {name: subagent_stores[name] is not None for name in names}}
     scores["options"] = list(options)
     scores["families"] = family_names
-    scores["merge"] = {"primary": merge.primary.detach().tolist(), "wide": merge.wide.detach().tolist(),
+    scores["merge"] = {"primary": merge.primary.detach().tolist(), "consult": merge.consult.detach().tolist(),
+                       "wide": merge.wide.detach().tolist(),
                        "deep": merge.deep.detach().tolist(), "margin": float(merge.margin.detach())}
     timing = {"wall_seconds": round(time.perf_counter() - started, 1), "training": summary,
               "subagents_batched_vs_sequential": timing_rows,

@@ -2,8 +2,8 @@
 split, and the scaling curve over sub-agent budgets.
 
 The policies (`POLICIES`): the learned one (capped at a budget n), never spawning (serial
-collapse: the Phase 3 orchestrator as `phase3` scores it) and always spawning n (spurious
-parallelism). Each is scored by micro/macro F1 with its spawning statistics and its micro-F1 per
+collapse: the Phase 3 orchestrator as `phase3` scores it) and always spawning n with every second
+opinion (spurious parallelism). Each is scored by micro/macro F1 with its spawning statistics and its micro-F1 per
 critical step (the latency it costs), per split and on the scaling splits (`SCALING_SPLITS`)
 pooled, where narrow and wide tables come together and an adaptive policy can beat both fixed
 ones. Evaluation runs the sub-agents through each split's cache in a fixed order: a batched
@@ -25,7 +25,7 @@ from aegir.eval.grouped import top
 from aegir.eval.predict import TablePrediction, score
 from aegir.model.network import AegirModel
 from aegir.progress import progress as progress_bar
-from aegir.swarm.model import Swarm, TableResult
+from aegir.swarm.model import Decision, Swarm, TableResult
 from aegir.swarm.spawn import (
     read_subtasks,
     read_subtasks_one_at_a_time,
@@ -38,13 +38,14 @@ SCALING_SPLITS = ("test", "corner_cases", "wide")  # where the scaling curve is 
 POLICIES = ("learned", "never", "always")
 
 
-def decisions(swarm: Swarm, data: SplitData, kind: str, n: int) -> list[tuple[int, int, bool]]:
-    """(sub-agents, specialist, deep) per table of `kind` at budget n: the learned policy capped
-    at n, never spawning, or always spawning n (specialist 0, no deep search)."""
+def decisions(swarm: Swarm, data: SplitData, kind: str, n: int) -> list[Decision]:
+    """(sub-agents, specialist, deep, consult) per table of `kind` at budget n: the learned
+    policy capped at n, never spawning, or always spawning: n wide sub-agents of specialist 0
+    where wide search may run, and every second opinion (no deep search)."""
     if kind == "never":
-        return [(0, 0, False)] * len(data.views)
+        return [(0, 0, False, False)] * len(data.views)
     if kind == "always":
-        return [(n, 0, False)] * len(data.views)
+        return [(n, 0, False, True)] * len(data.views)
     return swarm.decide(data.views, n)
 
 
@@ -91,7 +92,7 @@ def deep_search_effect(swarm: Swarm, data: SplitData, family: torch.Tensor,
     columns and on the rest, and the critical steps each costs."""
     predictions: list[TablePrediction] = []
     critical: list[int] = []
-    evaluate(swarm, data, [(0, 0, True)] * len(data.views), predictions, critical)
+    evaluate(swarm, data, [(0, 0, True, False)] * len(data.views), predictions, critical)
     return {kind: {**family_accuracy(data.examples, p, family), "mean_critical_steps": round(sum(c) / max(1, len(c)), 4)}
             for kind, (p, c) in (("never", never), ("deep", (predictions, critical)))}
 
@@ -107,7 +108,7 @@ def merged_distributions(results: list[TableResult]) -> dict[str, torch.Tensor]:
     return out
 
 
-def evaluate(swarm: Swarm, data: SplitData, chosen: list[tuple[int, int, bool]],
+def evaluate(swarm: Swarm, data: SplitData, chosen: list[Decision],
              predictions: list[TablePrediction] | None = None, critical: list[int] | None = None,
              spawned: list[int] | None = None, distributions: dict[str, torch.Tensor] | None = None) -> dict:
     """F1 (with supports) of one variant's decisions on a split, and its spawning statistics;
@@ -124,18 +125,19 @@ def evaluate(swarm: Swarm, data: SplitData, chosen: list[tuple[int, int, bool]],
     if critical is not None:
         critical += [r.critical_steps for r in results]
     if spawned is not None:
-        spawned += [r.subagents + len(r.deep_columns) for r in results]
+        spawned += [r.count for r in results]
     result = score(data.examples, predictions[first:])
     m = max(1, len(results))
     mean_critical = sum(r.critical_steps for r in results) / m
     result["spawn"] = {
-        "mean_subagents": round(sum(r.subagents + len(r.deep_columns) for r in results) / m, 4),
-        # the share of tables with at least one sub-agent (wide or deep): is the policy input-dependent?
+        "mean_subagents": round(sum(r.count for r in results) / m, 4),
+        # the share of tables with at least one sub-agent (any kind): is the policy input-dependent?
         "spawn_share": round(sum(1 for r in results if r.spawned) / m, 4),
         "mean_wide_subagents": round(sum(r.subagents for r in results) / m, 4),
         "mean_critical_steps": round(mean_critical, 4),
         "mean_total_steps": round(sum(r.total_steps for r in results) / m, 4),
         "deep_rate": round(sum(r.deep for r in results) / m, 4),
+        "consult_share": round(sum(1 for r in results if r.consulted) / m, 4),
         "f1_per_critical_step": per_critical_step(result, mean_critical),
         "specialist_share": {name: round(sum(1 for r in results if r.subagents and r.specialist == name) / m, 4)
                              for name in swarm.names}}
@@ -242,6 +244,7 @@ def scaling_curve(swarm: Swarm, splits: dict[str, SplitData], budgets: tuple[int
                 for task in ("cta", "cpa"):
                     row[f"{kind}_{split}_{task}_micro_f1"] = round(result[task]["micro_f1"], 4)
                 row[f"{kind}_{split}_mean_subagents"] = result["spawn"]["mean_subagents"]
+                row[f"{kind}_{split}_mean_wide_subagents"] = result["spawn"]["mean_wide_subagents"]
                 row[f"{kind}_{split}_critical_steps"] = result["spawn"]["mean_critical_steps"]
                 row[f"{kind}_{split}_total_steps"] = result["spawn"]["mean_total_steps"]
         for kind in POLICIES:

@@ -2,10 +2,10 @@
 spawning policy and the merge; and its checkpoint (`models/phase4`).
 
 `Swarm.annotate(tables, examples, cache)` runs the whole thing on tables: the orchestrator's
-reads (`table_views`), the policy's decision per table (argmax; `max_count` caps the
-sub-agents), the sub-agents it spawned (through a `SubagentCache`), the per-column merge and
-deep search, the joint decoding, and each table's critical and total steps
-(`aegir.swarm.spawn.swarm_steps`).
+reads (`table_views`) and the sub-agents' second opinions (`subagent_readings`), the policy's
+decision per table (argmax; `max_count` caps the sub-agents), the sub-agents it spawned (through
+a `SubagentCache`), the per-column merge and deep search, the joint decoding, and each table's
+critical and total steps (`aegir.swarm.spawn.swarm_steps`).
 
 **The swarm starts where Phase 3 ends.** The orchestrator reads each table exactly as the
 `phase3` stage scores it (`aegir.eval.grouped`: column groups, row views, with the reading its
@@ -73,6 +73,8 @@ from aegir.swarm.spawn import (
 )
 from aegir.swarm.views import TableView, decision_keys, policy_inputs, swarm_logp
 
+Decision = tuple[int, int, bool, bool]  # (wide sub-agents option, specialist index, deep, consult)
+
 
 @dataclass(frozen=True)
 class Phase3Reading:
@@ -101,6 +103,18 @@ def phase3_readings(orch: SwarmOrchestrator, plan: TableReads, table_ids: Sequen
     return merge_predictions(plan, reads, table_ids, ALL_LABELS)
 
 
+@torch.no_grad()
+def subagent_readings(model: AegirModel, plan: TableReads, table_ids: Sequence[str], batch_size: int,
+                      stored: list[TablePrediction] | None = None) -> list[TablePrediction]:
+    """A sub-agent's second opinion of each table: a frozen Phase 1 model's label distributions
+    from the same reads of `plan` as the orchestrator's, merged the same way. `stored`: the
+    reads' predictions as its `phase1` stage stored them beside the checkpoint (not run again)."""
+    reads = stored if stored is not None else predict(model.eval(), plan.reads, batch_size, top_k=ALL_LABELS)
+    if plan.one_read_per_table:
+        return list(reads)
+    return merge_predictions(plan, reads, table_ids, ALL_LABELS)
+
+
 def dense_log(ids: np.ndarray, probs: np.ndarray, width: int) -> torch.Tensor:
     """(C, width) log-probabilities from a prediction's (C, k) label ids and probabilities (every
     label: k = width); a probability that underflowed to 0 counts as 1e-30."""
@@ -123,10 +137,13 @@ def prediction_of_probs(cta_probs: torch.Tensor, cpa_probs: torch.Tensor, table_
 
 @torch.no_grad()
 def table_views(orch: SwarmOrchestrator, examples: list[Example], batch_size: int, family: torch.Tensor,
-                readings: Sequence[TablePrediction] | None = None) -> list[TableView]:
+                readings: Sequence[TablePrediction] | None = None,
+                consult: Sequence[Sequence[TablePrediction]] = (), group_columns: int = 0) -> list[TableView]:
     """One `TableView` per example: the frozen Phase 3 orchestrator's routed read of it (the
     policy's input, the specialists it routed to), and its label distributions: `readings[i]`
-    (`phase3_readings`, the table as `phase3` reads it) when given, else that one read's."""
+    (`phase3_readings`, the table as `phase3` reads it) when given, else that one read's.
+    consult: per sub-agent specialist kind, its second opinion of every table
+    (`subagent_readings`); group_columns: the orchestrator's column-group width."""
     reads = [specialist_read_steps(s.config, orch.stream_seam) for s in orch.specialists]
     views: list[TableView | None] = [None] * len(examples)
     orch.eval()
@@ -153,6 +170,9 @@ def table_views(orch: SwarmOrchestrator, examples: list[Example], batch_size: in
                 phase3_active=tuple(bool(on) for on in active),
                 deep_columns=deep_columns(cta_logp.argmax(-1).tolist(), family),
                 reading=reading,
+                consult=tuple((dense_log(p[i].cta_ids, p[i].cta_probs, cta.shape[-1]),
+                               dense_log(p[i].cpa_ids, p[i].cpa_probs, cpa.shape[-1])) for p in consult),
+                group_columns=group_columns,
                 cta_gold=torch.from_numpy(e.cta_labels.astype(np.int64)),
                 cpa_gold=torch.from_numpy(e.cpa_labels.astype(np.int64)),
                 stream_bytes=len(e.byte_ids) - 1)
@@ -164,7 +184,7 @@ class TableResult:
     """One table through the swarm: merged log-probs (C, n_cta), (C, n_cpa); the decision
     (wide sub-agents actually spawned, their specialist, deep search run); the wide groups and
     deep columns read; the Phase 3 specialists the orchestrator activated; critical and total
-    layer-steps; `prediction`: its labels (every label, the chosen one first: the merged
+    layer-steps; `consulted`: the sub-agent kinds asked for a second opinion; `prediction`: its labels (every label, the chosen one first: the merged
     distributions through the joint decoding) and `phase3`: the same of the orchestrator's
     reading alone (what never spawning gives), so that `changes` can say what sub-agents changed."""
 
@@ -180,12 +200,18 @@ class TableResult:
     total_steps: int
     prediction: TablePrediction | None = None
     phase3: TablePrediction | None = None
+    consulted: tuple[str, ...] = ()
 
     @property
     def spawned(self) -> bool:
-        """Whether any sub-agent ran (wide or deep); a table without one keeps the orchestrator's
-        reading as its `prediction`."""
-        return bool(self.subagents or self.deep_columns)
+        """Whether any sub-agent ran (second opinion, wide or deep); a table without one keeps
+        the orchestrator's reading as its `prediction`."""
+        return bool(self.subagents or self.deep_columns or self.consulted)
+
+    @property
+    def count(self) -> int:
+        """Sub-agents that ran: wide, deep and second opinions."""
+        return self.subagents + len(self.deep_columns) + len(self.consulted)
 
     def changes(self) -> list[tuple[str, int, int, int]]:
         """(task, column, label before, label after) of every column whose chosen label differs
@@ -217,39 +243,42 @@ class Swarm:
         self.family = family_of_labels(cta_vocab())[0]
 
     @torch.no_grad()
-    def decide(self, views: list[TableView], max_count: int | None) -> list[tuple[int, int, bool]]:
-        """(sub-agents option, specialist index, deep) per table: the policy's argmax under the cap."""
+    def decide(self, views: list[TableView], max_count: int | None) -> list[Decision]:
+        """(sub-agents option, specialist index, deep, consult) per table: the policy's argmax
+        under the cap."""
         inputs = policy_inputs(views, list(range(len(views))), self.policy.options, max_count)
         d = self.policy.decide(*inputs)
-        return [(self.policy.options[int(c)], int(s), bool(x)) for c, s, x in zip(d.count, d.specialist, d.deep)]
+        return [(self.policy.options[int(c)], int(s), bool(x), bool(k))
+                for c, s, x, k in zip(d.count, d.specialist, d.deep, d.consult)]
 
     @torch.no_grad()
-    def run(self, views: list[TableView], chosen: list[tuple[int, int, bool]], cache: SubagentCache) -> list[TableResult]:
+    def run(self, views: list[TableView], chosen: list[Decision], cache: SubagentCache) -> list[TableResult]:
         """Each table's decision carried out: sub-agents read (cached), merged, stepped."""
 
-        cache.fill(key for t, (g, s, deep) in enumerate(chosen)
+        cache.fill(key for t, (g, s, deep, _) in enumerate(chosen)
                    for key in decision_keys(t, views[t], g, self.names[s], deep))
         out = []
         specialists = self.orch.specialist_names
-        for t, (g, s, deep) in enumerate(chosen):
+        for t, (g, s, deep, consult) in enumerate(chosen):
             view = views[t]
-            cta, cpa = swarm_logp(t, view, g, s, deep, cache, self.merge, self.names)
-            groups = wide_subtasks(view.num_columns, g)
+            consult = consult and bool(view.consult)
+            cta, cpa = swarm_logp(t, view, g, s, deep, cache, self.merge, self.names, consult)
+            groups = view.wide_groups(g)
             deep_cols = view.deep_columns if deep else ()
             critical, total = swarm_steps(self.orch.primary.config, view.phase3_reads, self.steps[s], len(groups),
-                                          len(deep_cols))
+                                          len(deep_cols), tuple(self.steps) if consult else ())
             activated = [name for name, on in zip(specialists, view.phase3_active) if on]
-            prediction, alone = self._decode(view, cta, cpa, (len(groups), s, deep_cols), t)
+            prediction, alone = self._decode(view, cta, cpa, (len(groups), s, deep_cols, consult), t)
             out.append(TableResult(cta, cpa, len(groups), self.names[s] if groups or deep_cols else None,
                                    bool(deep_cols), groups, deep_cols, activated, critical, total,
-                                   prediction, alone))
+                                   prediction, alone, tuple(self.names) if consult else ()))
         return out
 
     def _decode(self, view: TableView, cta: torch.Tensor, cpa: torch.Tensor, decision: tuple,
                 t: int) -> tuple[TablePrediction, TablePrediction]:
         """(the merged labels, the orchestrator's alone), each jointly decoded; a decision of this
         view decoded before is looked up (the swarm is frozen once trained: `run` is evaluation)."""
-        spawned = decision[0] or decision[2]
+        spawned = decision[0] or decision[2] or decision[3]
         key = (id(view), decision if spawned else None)
         if key not in self._decoded:
             table_id = view.reading.table_id if view.reading is not None else str(t)
@@ -270,10 +299,13 @@ class Swarm:
         return self.reading.decode(prediction) if self.reading.decode else prediction
 
     def views(self, tables, examples: list[Example], prepare, where, batch_size: int = 8) -> list[TableView]:
-        """The orchestrator's reads of `tables` (raw) and their `examples` (the shared streams)."""
+        """The orchestrator's reads of `tables` (raw) and their `examples` (the shared streams),
+        with every sub-agent kind's second opinion of the same reads."""
         plan = self.reading.plan(tables, examples, prepare, where)
-        readings = phase3_readings(self.orch, plan, [e.table_id for e in examples], batch_size)
-        return table_views(self.orch, examples, batch_size, self.family, readings)
+        ids = [e.table_id for e in examples]
+        readings = phase3_readings(self.orch, plan, ids, batch_size)
+        consult = [subagent_readings(model, plan, ids, batch_size) for model in self.subagents.values()]
+        return table_views(self.orch, examples, batch_size, self.family, readings, consult, self.reading.columns)
 
     def annotate(self, tables, examples: list[Example], prepare, where, max_count: int | None = None,
                  batch_size: int = 8) -> list[TableResult]:
@@ -350,6 +382,9 @@ def load_swarm(directory: str | Path) -> tuple[Swarm, dict]:
     for entry in meta["specialists"]:
         subagents[entry["name"]] = load_checkpoint(_checked(directory, entry, config_path))[0].eval()
     family = family_of_labels(cta_vocab())[0]
+    if "policy.consult_head.weight" not in tensors:
+        raise CheckpointError(directory / "model.safetensors", "a swarm written before second opinions (no "
+                              "consult head); rerun phase4 (`dvc repro phase4`)")
     policy = SpawnPolicy(int(meta["d_model"]), tuple(meta["options"]), len(subagents))
     merge = SwarmMerge(len(subagents), family)
     load_weights(policy, {k[len("policy."):]: v for k, v in tensors.items() if k.startswith("policy.")},

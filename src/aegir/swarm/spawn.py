@@ -21,12 +21,27 @@ has read only its sub-table, so no single state covers the table, while each of 
 outputs is about exactly one column of the table; merging outputs column by column keeps that
 correspondence. The merged log-probabilities of column c are a weighted product of experts,
 
-    merged[c] = w_primary · log p_primary[c] + w_sub[s] · log p_sub[c] (+ w_deep · log p_deep[c] − margin·off_family)
+    merged[c] = w_primary · log p_primary[c] + w_consult · Σ_k log p_consult_k[c] + w_sub[s] · log p_sub[c]
+                (+ w_deep · log p_deep[c] − margin·off_family)
 
 with learned weights per source (the primary, each specialist kind s as a sub-agent) and task
-(CTA, CPA), then renormalised. Column 0's sub-agent term is the mean over the sub-agents that
-read it (all of them). Initial weights give the primary alone plus a weak vote of each
-sub-agent; cross-entropy on gold labels trains them.
+(CTA, CPA), then renormalised; the consult terms only where the decision consults. Column 0's
+sub-agent term is the mean over the sub-agents that read it (all of them). Initial weights give
+the primary alone plus a weak vote of each sub-agent; cross-entropy on gold labels trains them.
+
+**Second opinions** (`consult`): every sub-agent specialist kind reads the *whole* table as
+Phase 3's orchestrator reads it (column groups, row views: `aegir.eval.grouped`), beside the
+orchestrator and in parallel with it; its per-column label distributions join the merge as one
+more expert each, all under one learned weight per task (`SwarmMerge.consult`). A frozen
+Phase 1 model read this way is a weaker reader than the fused orchestrator but a different one,
+and the product of their distributions is right more often than either (docs/experiments.md, "Second opinions"). It is the sub-agent that
+pays on narrow tables, where a sub-table (wide search) holds nothing the orchestrator's own read
+of the whole table lacks.
+
+**Wide search only where the table is wider than one read.** The orchestrator reads a table of
+more columns than `reading.columns` in groups; a narrower table it reads whole, twice. A sub-table
+of such a table gives a weaker model less context than the orchestrator already had, so wide
+search is offered only on tables wider than one of Phase 3's column groups (`wide_eligible`).
 
 **Deep search** (`family_of_labels`, `deep_columns`, `SwarmMerge.deep`): a coarse decision,
 then the fine label. The coarse decision is the table's *family*: the schema.org class X that
@@ -65,6 +80,13 @@ TASKS = ("cta", "cpa")
 def wide_subtasks(num_columns: int, g: int) -> list[tuple[int, ...]]:
     """The column tuples of a wide search with g sub-agents: (0, *group) per group."""
     return [(0, *group) for group in column_groups(num_columns, g)]
+
+
+def wide_eligible(num_columns: int, group_columns: int) -> bool:
+    """Whether wide search may run on a table of `num_columns`: only when the orchestrator reads
+    it in more than one column group of `group_columns` (0: no grouping, any table with a column
+    besides the subject)."""
+    return num_columns > group_columns if group_columns > 0 else num_columns > 1
 
 
 def subtask_examples(tables: Sequence[Table], keys: Sequence[tuple[int, tuple[int, ...]]],
@@ -216,14 +238,19 @@ class SwarmMerge(nn.Module):
     """Per-column merge of the primary's and the sub-agents' log-probs (module docstring).
 
     num_specialists: S sub-agent specialist kinds. Weights per task (0 = CTA, 1 = CPA):
-    `primary` (2,), `wide` (S, 2), `deep` (S, 2), and the deep-search `margin` (softplus of a
-    scalar, ≥ 0) subtracted from off-family `*/name` / `*/description` CTA logits.
+    `primary` (2,), `consult` (2,) (every second opinion alike), `wide` (S, 2), `deep` (S, 2),
+    and the deep-search `margin` (softplus of a scalar, ≥ 0) subtracted from off-family
+    `*/name` / `*/description` CTA logits.
     """
 
     def __init__(self, num_specialists: int, family: torch.Tensor, init_sub_weight: float = 0.5,
-                 init_margin: float = 2.0):
+                 init_margin: float = 2.0, init_consult_weight: float = 0.33):
         super().__init__()
         self.primary = nn.Parameter(torch.ones(2))
+        # one weight per task for every second opinion alike: per-kind weights, fitted on the
+        # synthetic training tables where every kind reads about as well, overweighted one kind
+        # and lost 2.6 CPA points on `real` (docs/experiments.md, "Second opinions")
+        self.consult = nn.Parameter(torch.full((2,), init_consult_weight))
         self.wide = nn.Parameter(torch.full((num_specialists, 2), init_sub_weight))
         self.deep = nn.Parameter(torch.full((num_specialists, 2), init_sub_weight))
         self.margin_raw = nn.Parameter(torch.tensor(float(init_margin)).expm1().log())  # softplus⁻¹
@@ -234,10 +261,16 @@ class SwarmMerge(nn.Module):
     def margin(self) -> torch.Tensor:
         return F.softplus(self.margin_raw)
 
-    def wide_merge(self, primary: torch.Tensor, sub: torch.Tensor, covered: torch.Tensor,
-                   specialist: int, task: int) -> torch.Tensor:
-        """primary, sub: (C, n) log-probs; covered: (C,) bool → merged log-probs (C, n)."""
-        merged = self.primary[task] * primary + self.wide[specialist, task] * sub * covered[:, None]
+    def wide_merge(self, primary: torch.Tensor, sub: torch.Tensor | None, covered: torch.Tensor | None,
+                   specialist: int, task: int, consult: torch.Tensor | None = None) -> torch.Tensor:
+        """primary, sub: (C, n) log-probs (sub None: no wide search); covered: (C,) bool;
+        consult: (S, C, n) log-probs of every specialist kind's second opinion, or None →
+        merged log-probs (C, n)."""
+        merged = self.primary[task] * primary
+        if consult is not None:
+            merged = merged + self.consult[task] * consult.sum(0)
+        if sub is not None:
+            merged = merged + self.wide[specialist, task] * sub * covered[:, None]
         return F.log_softmax(merged, -1)
 
     def coarse_family(self, cta_logp: torch.Tensor) -> int:
@@ -266,17 +299,20 @@ def label_steps(config) -> int:
 
 
 def swarm_graph(primary_config, phase3_read_steps: Sequence[tuple[int, int]], subagent_steps: int, wide: int,
-                deep: int) -> tuple[dict[str, int], dict[str, list[str]]]:
+                deep: int, consult: Sequence[int] = ()) -> tuple[dict[str, int], dict[str, list[str]]]:
     """The dependency graph of one table's swarm, in sequential layer-steps.
 
         prefix (primary encoder) ─► Phase 3 specialists ─► primary rest ─► columns ─┐
-              └─► policy ─► `wide` sub-agents in parallel ────────────────────────────┴─► merge
+              └─► policy ─► `wide` sub-agents in parallel ────────────────────────────┤
+        `consult` second opinions in parallel (each its own steps to labels) ─────────┴─► merge
                   ─► coarse decision ─► `deep` sub-agents in parallel ─► fine labels
 
     phase3_read_steps: (state read, stream) steps of each Phase 3 specialist the router activated;
     that part of the graph is Phase 3's own (`aegir.orchestrator.critical.phase3_graph`). The
     policy reads the prefix's pooled output, so the wide sub-agents run beside the primary's
-    rest; the deep round waits for the merge (its coarse decision reads the merged labels).
+    rest; a second opinion reads the table itself, so it starts with the orchestrator (its column
+    groups and row views are one batch: one read's steps); the deep round waits for the merge
+    (its coarse decision reads the merged labels).
     Policy, merge and decisions are heads (0 steps). `longest_path` gives the critical steps,
     the sum of all steps the total work.
     """
@@ -285,6 +321,9 @@ def swarm_graph(primary_config, phase3_read_steps: Sequence[tuple[int, int]], su
     for i in range(wide):
         steps[f"wide{i}"], after[f"wide{i}"] = subagent_steps, ["prefix"]
         after["merge"].append(f"wide{i}")
+    for i, own in enumerate(consult):
+        steps[f"consult{i}"], after[f"consult{i}"] = own, []
+        after["merge"].append(f"consult{i}")
     if deep:
         steps["fine"], after["fine"] = 0, []
         for i in range(deep):
@@ -294,7 +333,7 @@ def swarm_graph(primary_config, phase3_read_steps: Sequence[tuple[int, int]], su
 
 
 def swarm_steps(primary_config, phase3_read_steps: Sequence[int], subagent_steps: int, wide: int,
-                deep: int) -> tuple[int, int]:
+                deep: int, consult: Sequence[int] = ()) -> tuple[int, int]:
     """(critical steps, total steps) of one table's swarm (`swarm_graph`)."""
-    steps, after = swarm_graph(primary_config, phase3_read_steps, subagent_steps, wide, deep)
+    steps, after = swarm_graph(primary_config, phase3_read_steps, subagent_steps, wide, deep, consult)
     return longest_path(steps, after), sum(steps.values())

@@ -4,7 +4,8 @@ and the sub-agent cache (`SplitData`), for training (`load_training`: `policy_tr
 
 The orchestrator reads every table as `phase3` scored it (`aegir.swarm.model.phase3_readings`;
 on an evaluation split from the distributions Phase 3 stored, `aegir.eval.reads`, when they are
-of the same reads).
+of the same reads), and so does every sub-agent kind for its second opinion
+(`aegir.swarm.model.subagent_readings`; from the distributions its `phase1` stage stored).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from aegir.data.prepared import read_split, split_path, tables_from_arrow
 from aegir.errors import check_config
 from aegir.eval.reads import StoredReads, stored_predictions
 from aegir.orchestrator.model import SwarmOrchestrator
-from aegir.swarm.model import Phase3Reading, phase3_readings, table_views
+from aegir.swarm.model import Phase3Reading, phase3_readings, subagent_readings, table_views
 from aegir.swarm.spawn import SubagentCache
 from aegir.swarm.views import TableView
 
@@ -31,12 +32,27 @@ class SplitData:
         self.name, self.examples, self.tables, self.views, self.cache = name, examples, tables, views, cache
 
 
+def second_opinions(subagents: dict, plan, table_ids: list[str], batch_size: int, split: str | None = None,
+                    stores: dict[str, StoredReads | None] | None = None) -> list:
+    """Every sub-agent kind's second opinion of the tables of `plan` (`subagent_readings`), in
+    `subagents` order; on an evaluation `split` from the distributions in `stores` (name → its
+    checkpoint's store) where they are of these reads."""
+    out = []
+    for name, model in subagents.items():
+        store = (stores or {}).get(name)
+        stored = stored_predictions(store, split, plan.reads) if store is not None and split else None
+        out.append(subagent_readings(model, plan, table_ids, batch_size, stored))
+    return out
+
+
 def load_split(name: str, data_dir: Path, orch: SwarmOrchestrator, subagents: dict, params: Params,
                family: torch.Tensor, reading: Phase3Reading, store: StoredReads | None,
-               limit: int = 0) -> tuple[SplitData, bool]:
+               limit: int = 0, subagent_stores: dict[str, StoredReads | None] | None = None) -> tuple[SplitData, bool]:
     """The first `limit` tables of split `name` (0: all), its Parquet file read once, the
     orchestrator's reading of each as `phase3` scored it (`store`: the distributions Phase 3
-    stored, taken when they are of these reads); and whether they were."""
+    stored, taken when they are of these reads) and every sub-agent kind's second opinion
+    (`subagent_stores`: their `phase1` stages' distributions, likewise); and whether the
+    orchestrator's were stored."""
     cfg: Phase4Config = params.phase4
     arrow = read_split(data_dir, name)
     if limit:
@@ -45,8 +61,10 @@ def load_split(name: str, data_dir: Path, orch: SwarmOrchestrator, subagents: di
     tables = tables_from_arrow(arrow)
     plan = reading.plan(tables, examples, params.prepare, split_path(data_dir, name))
     stored = stored_predictions(store, name, plan.reads) if store is not None else None
-    readings = phase3_readings(orch, plan, [e.table_id for e in examples], cfg.eval_batch_size, stored)
-    views = table_views(orch, examples, cfg.eval_batch_size, family, readings)
+    ids = [e.table_id for e in examples]
+    readings = phase3_readings(orch, plan, ids, cfg.eval_batch_size, stored)
+    consult = second_opinions(subagents, plan, ids, cfg.eval_batch_size, name, subagent_stores)
+    views = table_views(orch, examples, cfg.eval_batch_size, family, readings, consult, reading.columns)
     cache = SubagentCache(tables, subagents, params.prepare, split_path(data_dir, name), cfg.eval_batch_size)
     return SplitData(name, examples, tables, views, cache), stored is not None
 
@@ -74,7 +92,9 @@ def load_training(data_dir: Path, orch: SwarmOrchestrator, subagents: dict, para
         examples += examples_from_arrow(wide, split_path(data_dir, SWARM_TRAIN_SPLIT))
         tables += tables_from_arrow(wide)
     plan = reading.plan(tables, examples, params.prepare, data_dir)
-    readings = phase3_readings(orch, plan, [e.table_id for e in examples], cfg.eval_batch_size)
-    views = table_views(orch, examples, cfg.eval_batch_size, family, readings)
+    ids = [e.table_id for e in examples]
+    readings = phase3_readings(orch, plan, ids, cfg.eval_batch_size)
+    consult = second_opinions(subagents, plan, ids, cfg.eval_batch_size)
+    views = table_views(orch, examples, cfg.eval_batch_size, family, readings, consult, reading.columns)
     cache = SubagentCache(tables, subagents, params.prepare, data_dir, cfg.eval_batch_size)
     return SplitData(POLICY_TRAIN_SPLIT, examples, tables, views, cache)

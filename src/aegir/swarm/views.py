@@ -22,6 +22,7 @@ from aegir.swarm.spawn import (
     SwarmMerge,
     deep_subtasks,
     spawned_logp,
+    wide_eligible,
     wide_subtasks,
 )
 
@@ -37,7 +38,10 @@ class TableView:
     deep_columns: columns whose top-1 CTA label has a family; gold labels (C,) each;
     stream_bytes: length of its shared stream; phase3_active: which Phase 3 specialists ran;
     reading: that reading as a prediction (every label, best first), None when the view holds
-    a single read's log-probs.
+    a single read's log-probs; consult: each sub-agent specialist kind's second opinion, its
+    (CTA, CPA) log-probs of the whole table read as the orchestrator reads it (in the swarm's
+    specialist order; empty: none read, the table cannot consult); group_columns: the width of
+    the orchestrator's column groups (`reading.columns`), which decides `wide_groups`.
     """
 
     num_columns: int
@@ -51,33 +55,57 @@ class TableView:
     stream_bytes: int
     phase3_active: tuple[bool, ...] = ()
     reading: TablePrediction | None = None
+    consult: tuple[tuple[torch.Tensor, torch.Tensor], ...] = ()
+    group_columns: int = 0
+
+    def wide_groups(self, g: int) -> list[tuple[int, ...]]:
+        """The sub-tasks of a wide search with g sub-agents; none on a table the orchestrator
+        reads in one column group (`aegir.swarm.spawn.wide_eligible`)."""
+        return wide_subtasks(self.num_columns, g) if wide_eligible(self.num_columns, self.group_columns) else []
+
+    def doubt(self) -> torch.Tensor:
+        """(2,): the orchestrator's mean 1 − top-1 probability over the table's columns, CTA and
+        CPA (CPA from column 1; 0 for a table of one column)."""
+        cta = 1 - self.cta_logp.exp().max(-1).values.mean()
+        cpa = 1 - self.cpa_logp[1:].exp().max(-1).values.mean() if self.num_columns > 1 else torch.tensor(0.0)
+        return torch.stack([cta, cpa]).float()
+
+    def consult_logp(self, task: str) -> torch.Tensor:
+        """(S, C, n) log-probs of the second opinions of `task`."""
+        return torch.stack([pair[0 if task == "cta" else 1] for pair in self.consult])
 
 
 def decision_keys(table: int, view: TableView, subagents: int, specialist: str, deep: bool) -> list[CacheKey]:
     """The cache keys one table's decision reads."""
-    keys = [(table, cols, specialist) for cols in wide_subtasks(view.num_columns, subagents)]
+    keys = [(table, cols, specialist) for cols in view.wide_groups(subagents)]
     if deep:
         keys += [(table, cols, specialist) for cols in deep_subtasks(view.deep_columns)]
     return keys
 
 
 def swarm_logp(table: int, view: TableView, subagents: int, specialist: int, deep: bool, cache: SubagentCache,
-               merge: SwarmMerge, names: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+               merge: SwarmMerge, names: list[str], consult: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """The swarm's merged (CTA (C, n_cta), CPA (C, n_cpa)) log-probs of one table's decision:
-    the wide search's per-column merge, then (if `deep`) the coarse family and the fine stage.
-    A decision that spawns nothing keeps the orchestrator's log-probs as they are."""
+    the per-column merge of the second opinions (if `consult`) and the wide search, then (if
+    `deep`) the coarse family and the fine stage. A decision that spawns nothing keeps the
+    orchestrator's log-probs as they are."""
     C, name = view.num_columns, names[specialist]
-    subtasks = wide_subtasks(C, subagents)
-    if not subtasks and not (deep and view.deep_columns):
+    subtasks = view.wide_groups(subagents)
+    consult = consult and bool(view.consult)
+    if not subtasks and not consult and not (deep and view.deep_columns):
         return view.cta_logp, view.cpa_logp
     cta = F.log_softmax(merge.primary[0] * view.cta_logp, -1)
     cpa = F.log_softmax(merge.primary[1] * view.cpa_logp, -1)
-    if subtasks:
-        outputs = [cache.get((table, cols, name)) for cols in subtasks]
-        sub_cta, covered = spawned_logp(C, outputs, subtasks, "cta")
-        sub_cpa, _ = spawned_logp(C, outputs, subtasks, "cpa")
-        cta = merge.wide_merge(view.cta_logp, sub_cta, covered, specialist, 0)
-        cpa = merge.wide_merge(view.cpa_logp, sub_cpa, covered, specialist, 1)
+    if subtasks or consult:
+        sub_cta = sub_cpa = covered = None
+        if subtasks:
+            outputs = [cache.get((table, cols, name)) for cols in subtasks]
+            sub_cta, covered = spawned_logp(C, outputs, subtasks, "cta")
+            sub_cpa, _ = spawned_logp(C, outputs, subtasks, "cpa")
+        cta = merge.wide_merge(view.cta_logp, sub_cta, covered, specialist, 0,
+                               view.consult_logp("cta") if consult else None)
+        cpa = merge.wide_merge(view.cpa_logp, sub_cpa, covered, specialist, 1,
+                               view.consult_logp("cpa") if consult else None)
     if deep and view.deep_columns:
         family = merge.coarse_family(cta)  # the coarse decision, from the wide search's labels
         subtasks = deep_subtasks(view.deep_columns)
@@ -92,7 +120,12 @@ def swarm_logp(table: int, view: TableView, subagents: int, specialist: int, dee
 def policy_inputs(views: list[TableView], rows: list[int], options: tuple[int, ...], max_count: int | None):
     hidden = torch.stack([views[t].hidden for t in rows])
     columns = torch.tensor([views[t].num_columns for t in rows])
-    width = SpawnPolicy.width_features(columns, torch.tensor([views[t].stream_bytes for t in rows]))
+    width = SpawnPolicy.width_features(columns, torch.tensor([views[t].stream_bytes for t in rows]),
+                                       torch.stack([views[t].doubt() for t in rows]))
     allowed = allowed_options(options, columns, max_count)
+    # a table read in one column group takes no wide search: only the option 0 stays
+    eligible = torch.tensor([wide_eligible(views[t].num_columns, views[t].group_columns) for t in rows])
+    allowed &= eligible[:, None] | (torch.tensor(options) == 0)[None]
     has_deep = torch.tensor([bool(views[t].deep_columns) for t in rows])
-    return hidden, width, allowed, has_deep
+    has_consult = torch.tensor([bool(views[t].consult) for t in rows])
+    return hidden, width, allowed, has_deep, has_consult
