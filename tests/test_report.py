@@ -297,9 +297,11 @@ def test_scaling_rows_of_the_phase4_stage_are_split_per_policy(tmp_path):
     from aegir.eval.report import parse_scaling
     rows = [{"n": n, "learned_wide_cta_micro_f1": 70.0 + n, "never_wide_cta_micro_f1": 70.0,
              "learned_corner_cases_cpa_micro_f1": 60.0, "learned_wide_critical_steps": 7.5 + n,
-             "never_wide_critical_steps": 7.5, "learned_wide_mean_subagents": float(n)} for n in (0, 4)]
+             "never_wide_critical_steps": 7.5, "learned_wide_mean_subagents": float(n) + 3,
+             "learned_wide_mean_wide_subagents": float(n)} for n in (0, 4)]
     parsed = parse_scaling(rows, tmp_path / "scaling.json")
     assert [(r["policy"], r["n"]) for r in parsed] == [("learned", 0), ("learned", 4), ("never", 0), ("never", 4)]
     assert parsed[1]["cta/wide/micro_f1"] == 74.0 and parsed[1]["cpa/corner_cases/micro_f1"] == 60.0
-    assert parsed[1]["wide/critical_steps"] == 11.5 and parsed[1]["wide/mean_subagents"] == 4.0
+    assert parsed[1]["wide/critical_steps"] == 11.5 and parsed[1]["wide/mean_subagents"] == 7.0
+    assert parsed[1]["wide/mean_wide_subagents"] == 4.0  # wide search alone, beside every sub-agent
     assert "cta/wide/micro_f1" in scaling_series(parsed) and "wide/critical_steps" in scaling_series(parsed)

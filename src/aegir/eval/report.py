@@ -221,7 +221,7 @@ def _flatten(row: Mapping, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-SCALING_STEP_FIGURES = ("critical_steps", "total_steps", "mean_spawned", "mean_subagents")
+SCALING_STEP_FIGURES = ("critical_steps", "total_steps", "mean_spawned", "mean_subagents", "mean_wide_subagents")
 
 
 def policy_rows(row: Mapping) -> list[Mapping]:
