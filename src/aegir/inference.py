@@ -271,8 +271,8 @@ def format_annotations(result: dict) -> str:
     lines = [f"{result['table']}: {len(result['columns'])} columns, {result['rows']} rows (column 0 is the subject)"]
     if "swarm" in result:
         s = result["swarm"]
-        spawned = (f"{s['subagents']} sub-agent(s) ({s['specialist']}) on column groups "
-                   + " ".join("[" + ",".join(map(str, g)) + "]" for g in s["groups"])) if s["subagents"] else "no sub-agent"
+        spawned = (f"wide search: {s['subagents']} sub-agent(s) ({s['specialist']}) on column groups "
+                   + " ".join("[" + ",".join(map(str, g)) + "]" for g in s["groups"])) if s["subagents"] else "no wide search"
         deep = (f"deep search re-read column(s) {', '.join(map(str, s['deep_columns']))}" if s["deep_search"]
                 else "no deep search")
         second = s.get("second_opinions", [])
