@@ -190,7 +190,8 @@ def collect(policy: SpawnPolicy, merge: SwarmMerge, views: list[TableView], rows
     logp_old, tokens = decision.tokens()
     return SwarmRollouts(
         tables=all_rows, count=decision.count, specialist=decision.specialist, deep=decision.deep,
-        consult=decision.consult, logp_old=logp_old, tokens=tokens, advantage=group_advantages(rewards["reward"]).flatten(), rewards=rewards, spawned=spawned.float())
+        consult=decision.consult, logp_old=logp_old, tokens=tokens,
+        advantage=group_advantages(rewards["reward"]).flatten(), rewards=rewards, spawned=spawned.float())
 
 
 def specialist_targets(domains: list[str | None], names: list[str], agent_domains: dict[str, tuple[str, ...]]

@@ -16,26 +16,24 @@
    stage stored), how many wide-search sub-agents (0 … `max_subagents`; only on a table wider
    than one of the orchestrator's column groups), which frozen Phase 1 checkpoint they
    instantiate, and whether to run deep search; the sub-agents' outputs merge per column
-   (`aegir.swarm.spawn`). Sub-agents are
-   frozen and sub-tasks deterministic, so their outputs are cached per (table, columns,
-   specialist) and only the policy and the merge weights train (`aegir.rl.swarm_training`):
-   PARL's token-level clipped loss with the `lambda` schedule and `rewards`
-   (`aegir.rl.swarm_update`), budget-limited phases (a cap on sub-agents per table, growing)
-   alternating with uncapped ones, on `phase4.train_tables` tables of `policy_train` (ordinary
-   tables that no model of Phases 1–3 has read: on them the orchestrator is as sure and as
-   right as on the tables it will be scored on) and `phase4.wide_train_tables` of `wide_train`
-   (many-column tables, so that the policy meets the tables where spawning pays); each
-   critical step a decision adds costs `phase4.step_cost` of reward.
+   (`aegir.swarm.spawn`). Sub-agents are frozen and sub-tasks deterministic, so their outputs
+   are cached per (table, columns, specialist) and only the policy and the merge weights train
+   (`aegir.rl.swarm_training`): PARL's token-level clipped loss with the `lambda` schedule and
+   `rewards` (`aegir.rl.swarm_update`), budget-limited phases (a cap on sub-agents per table,
+   growing) alternating with uncapped ones, on `phase4.train_tables` tables of `policy_train`
+   (ordinary tables that no model of Phases 1–3 has read: on them the orchestrator is as sure
+   and as right as on the tables it will be scored on) and `phase4.wide_train_tables` of
+   `wide_train` (many-column tables, so that the policy meets the tables where spawning pays);
+   each critical step a decision adds costs `phase4.step_cost` of reward.
 3. Scored on every evaluation split (`aegir.swarm.evaluate`): the learned policy (at
    `max_subagents`) and two fixed controls, never spawn (serial collapse: the Phase 3
    orchestrator as `phase3` scores it) and always spawn the maximum, second opinions included
-   (spurious parallelism); and
-   the scaling curve, for each budget n of `scaling_n` on `test`, `corner_cases`, `wide`: F1,
-   mean spawned, critical and total steps of the learned policy capped at n and the two
-   controls, and wall-clock per table of n sub-agents batched (`eval_batch_size` sub-tasks per
-   call) vs one after another. Each policy's micro-F1 per critical step (the latency it costs)
-   is reported per split and on the scaling splits pooled, where narrow and wide tables come
-   together and an adaptive policy can beat both fixed ones.
+   (spurious parallelism); and the scaling curve, for each budget n of `scaling_n` on `test`,
+   `corner_cases`, `wide`: F1, mean spawned, critical and total steps of the learned policy
+   capped at n and the two controls, and wall-clock per table of n sub-agents batched
+   (`eval_batch_size` sub-tasks per call) vs one after another. Each policy's micro-F1 per
+   critical step (the latency it costs) is reported per split and on the scaling splits pooled,
+   where narrow and wide tables come together and an adaptive policy can beat both fixed ones.
 
 Outputs:
   --out       policy + merge (`model.safetensors`) and config.json naming the Phase 3
@@ -99,9 +97,14 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
     # the orchestrator reads every table as `phase3` scored it, from the distributions it stored
     reading = phase3_reading(phase3_config, phase3_dir)
     recorded = phase3_config.get("params", {})
-    store, why_not = StoredReads.open(phase3_dir, {
-        "checkpoint": checkpoint_fingerprint(phase3_dir), "data": data_fingerprint(data_dir, SPLITS),
-        "prepare": recorded.get("prepare"), "reading": recorded.get("reading")})
+    split_prints = data_fingerprint(data_dir, SPLITS)  # each split file hashed once, for every store below
+
+    def open_store(directory: Path, prepare) -> tuple[StoredReads | None, str]:
+        """The distributions stored beside a checkpoint, when they are of these reads."""
+        return StoredReads.open(directory, {"checkpoint": checkpoint_fingerprint(directory), "data": split_prints,
+                                            "prepare": prepare, "reading": recorded.get("reading")})
+
+    store, why_not = open_store(phase3_dir, recorded.get("prepare"))
     names = list(cfg.specialists)
     subagents = load_agents(models_dir, names)
     for model in subagents.values():
@@ -130,9 +133,7 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
     # each evaluation split read as `phase3` scored it, then scored under every policy
     # the sub-agents' second opinions on the evaluation splits: the distributions their phase1
     # stages stored, where they are of the same reads
-    subagent_stores = {name: StoredReads.open(models_dir / name, {
-        "checkpoint": checkpoint_fingerprint(models_dir / name), "data": data_fingerprint(data_dir, SPLITS),
-        "prepare": asdict(params.prepare), "reading": recorded.get("reading")})[0] for name in names}
+    subagent_stores = {name: open_store(models_dir / name, asdict(params.prepare))[0] for name in names}
     evaluated = evaluate_policies(swarm, lambda split: load_split(
         split, data_dir, orch, subagents, params, family, reading, store, cfg.eval_tables, subagent_stores),
         family, cfg.max_subagents)
@@ -161,7 +162,7 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
                {"params": {"phase4": asdict(cfg), "prepare": asdict(params.prepare)}, "families": family_names,
                 "vocab": {"cta": list(cta_vocab().labels), "cpa": list(cpa_vocab().labels)}},
                beside=lambda staging: save_eval_reads(staging / READS_FILE, evaluated.learned_reads, {
-                   "checkpoint": checkpoint_fingerprint(staging), "data": data_fingerprint(data_dir, SPLITS),
+                   "checkpoint": checkpoint_fingerprint(staging), "data": split_prints,
                    "prepare": asdict(params.prepare), "reading": recorded.get("reading"),
                    "policy": "learned", "max_subagents": cfg.max_subagents}))
     atomic.write_json(metrics_dir / "scores.json", scores)

@@ -3,8 +3,8 @@ split, and the scaling curve over sub-agent budgets.
 
 The policies (`POLICIES`): the learned one (capped at a budget n), never spawning (serial
 collapse: the Phase 3 orchestrator as `phase3` scores it) and always spawning n with every second
-opinion (spurious parallelism). Each is scored by micro/macro F1 with its spawning statistics and its micro-F1 per
-critical step (the latency it costs), per split and on the scaling splits (`SCALING_SPLITS`)
+opinion (spurious parallelism). Each is scored by micro/macro F1 with its spawning statistics and
+its micro-F1 per critical step (the latency it costs), per split and on the scaling splits (`SCALING_SPLITS`)
 pooled, where narrow and wide tables come together and an adaptive policy can beat both fixed
 ones. Evaluation runs the sub-agents through each split's cache in a fixed order: a batched
 read's floats depend on its batch's company, so the order is part of the result.

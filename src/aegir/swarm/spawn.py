@@ -34,9 +34,9 @@ Phase 3's orchestrator reads it (column groups, row views: `aegir.eval.grouped`)
 orchestrator and in parallel with it; its per-column label distributions join the merge as one
 more expert each, all under one learned weight per task (`SwarmMerge.consult`). A frozen
 Phase 1 model read this way is a weaker reader than the fused orchestrator but a different one,
-and the product of their distributions is right more often than either (docs/experiments.md, "Second opinions"). It is the sub-agent that
-pays on narrow tables, where a sub-table (wide search) holds nothing the orchestrator's own read
-of the whole table lacks.
+and the product of their distributions is right more often than either (docs/experiments.md,
+"Second opinions"). It is the sub-agent that pays on narrow tables, where a sub-table (wide
+search) holds nothing the orchestrator's own read of the whole table lacks.
 
 **Wide search only where the table is wider than one read.** The orchestrator reads a table of
 more columns than `reading.columns` in groups; a narrower table it reads whole, twice. A sub-table
