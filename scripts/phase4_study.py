@@ -7,8 +7,9 @@ the `results/phase4/scores.json` of DVC experiments (`scripts/phase4_seeds.sh` q
 Each experiment's scores are read from the DVC cache at its revision (`dvc.api.read`); HEAD's
 (the default run) counts as seed `phase4.seed` at its own `phase4.step_cost`. Per price: for CTA
 and CPA on each split, never / learned (mean, range) / always and learned − never, learned −
-always as mean [min, max] over the seeds; the pooled F1 per critical step; the share of tables
-the learned policy spawned on.
+always, always − never as mean [min, max] over the seeds (never is Phase 3's fused orchestrator,
+so the two margins against it show issue 35's limit of −0.3 for every policy); the pooled F1 per
+critical step; the share of tables the learned policy spawned on.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SCORES = "results/phase4/scores.json"
-SPLITS = ("test", "corner_cases", "missing_values", "format_heterogeneity", "real", "wide")
+SPLITS = ("valid", "test", "corner_cases", "missing_values", "format_heterogeneity", "real", "wide")
 NAME = re.compile(r"^p4-s(\d+)-c([0-9.]+)$")
 
 
@@ -57,8 +58,9 @@ def tables(runs: dict[tuple[int, str], dict]) -> str:
     for cost in sorted(by_cost, key=float):
         runs_ = by_cost[cost]
         lines += [f"### step_cost {cost}: seeds {seeds[cost]}", "",
-                  "| task, split | never | learned (range) | always | learned − never | learned − always |",
-                  "|---|---|---|---|---|---|"]
+                  "| task, split | never | learned (range) | always | learned − never | learned − always "
+                  "| always − never |",
+                  "|---|---|---|---|---|---|---|"]
         for task in ("cta", "cpa"):
             for split in SPLITS:
                 f1 = {k: [r[k][task][split]["micro_f1"] for r in runs_] for k in ("never", "learned", "always")}
@@ -67,7 +69,8 @@ def tables(runs: dict[tuple[int, str], dict]) -> str:
                     f"{statistics.mean(f1['learned']):.2f} ({min(f1['learned']):.2f}–{max(f1['learned']):.2f}) | "
                     f"{statistics.mean(f1['always']):.2f} | "
                     f"{span([a - b for a, b in zip(f1['learned'], f1['never'])])} | "
-                    f"{span([a - b for a, b in zip(f1['learned'], f1['always'])])} |")
+                    f"{span([a - b for a, b in zip(f1['learned'], f1['always'])])} | "
+                    f"{span([a - b for a, b in zip(f1['always'], f1['never'])])} |")
         for task in ("cta", "cpa"):
             per = {k: [r[k]["mix"]["f1_per_critical_step"][task] for r in runs_] for k in ("never", "learned", "always")}
             lines.append(
@@ -75,7 +78,8 @@ def tables(runs: dict[tuple[int, str], dict]) -> str:
                 f"{statistics.mean(per['learned']):.3f} ({min(per['learned']):.3f}–{max(per['learned']):.3f}) | "
                 f"{statistics.mean(per['always']):.3f} | "
                 f"{span([a - b for a, b in zip(per['learned'], per['never'])], 3)} | "
-                f"{span([a - b for a, b in zip(per['learned'], per['always'])], 3)} |")
+                f"{span([a - b for a, b in zip(per['learned'], per['always'])], 3)} | "
+                f"{span([a - b for a, b in zip(per['always'], per['never'])], 3)} |")
         shares = ", ".join(
             f"{split} {statistics.mean([r['learned']['spawn'][split]['spawn_share'] for r in runs_]):.2f}"
             for split in SPLITS)

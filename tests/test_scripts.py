@@ -39,7 +39,10 @@ def test_phase4_study_tables_give_means_and_ranges_per_price():
     assert text.index("step_cost 0.03") < text.index("step_cost 0.06")
     row = next(line for line in text.splitlines() if line.startswith("| CTA wide |"))
     # learned 91.0 / 90.5 / 89.5 against never 90: +1.0, +0.5, −0.5; against always 89.0 / 89.5 / 90.0
-    assert row == "| CTA wide | 90.00 | 90.33 (89.50–91.00) | 89.50 | +0.33 [-0.50, +1.00] | +0.83 [-0.50, +2.00] |"
+    # and always against never (Phase 3): −1.0, −0.5, 0.0
+    assert row == ("| CTA wide | 90.00 | 90.33 (89.50–91.00) | 89.50 | +0.33 [-0.50, +1.00] | +0.83 [-0.50, +2.00] "
+                   "| -0.50 [-1.00, +0.00] |")
+    assert any(line.startswith("| CPA valid |") for line in text.splitlines())
     pooled = next(line for line in text.splitlines() if line.startswith("| CPA F1 per critical step"))
     assert "| 11.250 | 11.292 (11.188–11.375) |" in pooled
     assert "real 0.43" in text  # spawn share: mean of 0.5, 0.3, 0.5
