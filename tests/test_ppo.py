@@ -130,6 +130,17 @@ def parl_settings(rollouts: int, ce_weight: float = 1.0) -> PARLSettings:
 LABELLED = dict(cta=[[1, 2, 3], [4, 5], [6, 7, 8], [9, 10, 11, 12]], cpa=[[1, 2], [3], [4, 5], [6, 7, 8]])
 
 
+def plain_rollouts():
+    """(orchestrator with open gates, batch of MORE_TABLES, `parl_settings(rollouts=2)`, and the
+    rollouts and forward of one collection under them): what the loss-term tests start from."""
+    orch, _ = orchestrator()
+    open_gates(orch, seed=1)
+    batch = make_batch(MORE_TABLES, **LABELLED)
+    plain = parl_settings(rollouts=2)
+    rollouts, forward = collect_rollouts(orch, batch, plain, 0.3, 0.1, torch.Generator().manual_seed(0))
+    return orch, batch, plain, rollouts, forward
+
+
 def test_rollouts_rewards_tokens_and_credit():
     orch, _ = orchestrator()
     open_gates(orch, seed=1)
@@ -170,11 +181,7 @@ def test_phase3_ce_takes_the_label_smoothing_and_the_rl_tokens_do_not():
 
     from aegir.orchestrator.model import repeat_batch
 
-    orch, _ = orchestrator()
-    open_gates(orch, seed=1)
-    batch = make_batch(MORE_TABLES, **LABELLED)
-    plain = parl_settings(rollouts=2)
-    rollouts, forward = collect_rollouts(orch, batch, plain, 0.3, 0.1, torch.Generator().manual_seed(0))
+    orch, batch, plain, rollouts, forward = plain_rollouts()
     smooth = replace(plain, label_smoothing=0.2)
     loss0, parts0, stats0 = token_loss(orch, batch, forward, rollouts, plain, 0.2)
     loss1, parts1, stats1 = token_loss(orch, batch, forward, rollouts, smooth, 0.2)
@@ -192,11 +199,7 @@ def test_rl_weight_scales_the_clipped_loss_alone_and_one_is_the_loss_unchanged()
     default 1 gives the loss of before the knob, bit for bit."""
     from dataclasses import replace
 
-    orch, _ = orchestrator()
-    open_gates(orch, seed=1)
-    batch = make_batch(MORE_TABLES, **LABELLED)
-    plain = parl_settings(rollouts=2)
-    rollouts, forward = collect_rollouts(orch, batch, plain, 0.3, 0.1, torch.Generator().manual_seed(0))
+    orch, batch, plain, rollouts, forward = plain_rollouts()
     loss1, parts1, _ = token_loss(orch, batch, forward, rollouts, plain, 0.2)
     loss0, parts0, _ = token_loss(orch, batch, forward, rollouts, replace(plain, rl_weight=0.0), 0.2)
     assert parts1["rl"] == parts0["rl"] != 0.0  # reported either way
@@ -293,11 +296,7 @@ def test_routing_targets_and_the_supervised_routing_term():
     assert target.tolist() == [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]
     assert known.tolist() == [True, False, True]
 
-    orch, _ = orchestrator()
-    open_gates(orch, seed=1)
-    batch = make_batch(MORE_TABLES, **LABELLED)  # 4 tables; the orchestrator has 3 specialists
-    plain = parl_settings(rollouts=2)
-    rollouts, forward = collect_rollouts(orch, batch, plain, 0.3, 0.1, torch.Generator().manual_seed(0))
+    orch, batch, plain, rollouts, forward = plain_rollouts()  # 4 tables; the orchestrator has 3 specialists
     target, known = routing_targets(["Hotel", "Book", "Hotel", "Movie"],
                                     [("Hotel",), (), ("Book", "Movie")])
     base, parts0, _ = token_loss(orch, batch, forward, rollouts, plain, 0.2, (target, known))
@@ -329,11 +328,7 @@ def test_distillation_term_is_the_soft_ce_toward_the_rollouts_output_ensemble():
     fused model (its gates) and never the frozen specialists."""
     from dataclasses import replace
 
-    orch, _ = orchestrator()
-    open_gates(orch, seed=1)
-    batch = make_batch(MORE_TABLES, **LABELLED)
-    plain = parl_settings(rollouts=2)
-    rollouts, forward = collect_rollouts(orch, batch, plain, 0.3, 0.1, torch.Generator().manual_seed(0))
+    orch, batch, plain, rollouts, forward = plain_rollouts()
     base, parts0, _ = token_loss(orch, batch, forward, rollouts, plain, 0.2)
     assert "distill" not in parts0  # off by default
     loss, parts, _ = token_loss(orch, batch, forward, rollouts, replace(plain, distill_weight=0.7), 0.2)
