@@ -16,7 +16,13 @@ can: one data draw alone moved the held-out CTA by 2 points (docs/experiments.md
 split must be the same in both data directories (checked). With
 `--baseline` the TF-IDF baseline (params.yaml `baselines`) is fitted on the `--after-data`'s `train`
 split and scored per family too, beside the after runs' margin over it (issue 39's target: the
-primary ≥ baseline + 5 on `real` and on each held-out family group).
+primary ≥ baseline + 5 on `real` and on each held-out family group). `--by domain` groups the
+tables by domain (the schema.org class of their subject) instead of family:
+
+    python scripts/lofo.py --before models/phase1/primary --after models/phase1/primary \\
+        --before-data data/prepared --after-data data/prepared --baseline --by domain
+
+gives one checkpoint's F1 per domain beside the baseline's.
 See docs/experiments.md for the runs this script measured.
 """
 
@@ -31,7 +37,7 @@ from aegir import atomic
 from aegir.calibration import StoredTargets
 from aegir.config import REAL_SPLIT, load_params
 from aegir.data.prepared import read_split, tables_from_arrow
-from aegir.data.real import LAYOUTS_FILE, load_mapping
+from aegir.data.real import family_of, layout_families
 from aegir.errors import AegirError
 from aegir.eval import baselines
 from aegir.eval.metrics import f1_scores
@@ -40,21 +46,6 @@ from aegir.inference import load_for_inference
 
 TASKS = ("cta", "cpa")
 HELD_OUT = "held-out"
-
-
-def layout_families() -> dict[str, str]:
-    """layout name → family, from the real split's mapping (layouts.csv, checked)."""
-    return {layout.name: layout.family for layout in load_mapping()}
-
-
-def family_of(table_id: str, layouts: dict[str, str]) -> str:
-    """The family of a real table id `<domain>_<layout>-<group key>_real.json.gz` (the longest
-    layout name that its middle starts with)."""
-    middle = table_id.split("_", 1)[1]
-    matches = [name for name in layouts if middle.startswith(name + "-")]
-    if not matches:
-        raise AegirError(f"real table {table_id!r} names no layout of {LAYOUTS_FILE}")
-    return layouts[max(matches, key=len)]
 
 
 def real_predictions(checkpoint: Path, stored: StoredTargets) -> tuple[list, list]:
@@ -80,12 +71,18 @@ def scored(gold: list, predicted: list) -> dict:
     return {"f1": 100 * f1_scores(gold, predicted).micro_f1, "n": sum(g is not None for g in gold)}
 
 
-def family_scores(examples: list, predictions: list, motivated: set[str]) -> dict[str, dict[str, dict]]:
-    """{family or HELD_OUT: {task: {"f1": micro-F1 × 100, "n": labelled columns}}}."""
+def group_of(table_id: str, by: str, layouts: dict[str, str]) -> str:
+    """The group a real table's columns are scored in: its family, or its domain (the table
+    class its id starts with) when `by` is "domain"."""
+    return table_id.split("_", 1)[0] if by == "domain" else family_of(table_id, layouts)
+
+
+def family_scores(examples: list, predictions: list, motivated: set[str], by: str = "family") -> dict[str, dict[str, dict]]:
+    """{family (or domain) or HELD_OUT: {task: {"f1": micro-F1 × 100, "n": labelled columns}}}."""
     layouts = layout_families()
     groups: dict[str, list[int]] = {}
     for i, example in enumerate(examples):
-        for key in pools(family_of(example.table_id, layouts), motivated):
+        for key in pools(group_of(example.table_id, by, layouts), motivated):
             groups.setdefault(key, []).append(i)
     out = {}
     for family, rows in sorted(groups.items()):
@@ -94,7 +91,8 @@ def family_scores(examples: list, predictions: list, motivated: set[str]) -> dic
     return out
 
 
-def baseline_family_scores(data: Path, params_path: str, motivated: set[str]) -> dict[str, dict[str, dict]]:
+def baseline_family_scores(data: Path, params_path: str, motivated: set[str],
+                           by: str = "family") -> dict[str, dict[str, dict]]:
     """The TF-IDF baseline fitted on `data`'s train split, scored per family (and HELD_OUT) on
     its real split: {family: {task: {"f1", "n"}}}."""
     cfg = load_params(params_path).baselines
@@ -110,7 +108,7 @@ def baseline_family_scores(data: Path, params_path: str, motivated: set[str]) ->
             if not docs:
                 continue
             predicted = list(model.predict(docs))
-            for key in pools(family_of(table.table_id, layouts), motivated):
+            for key in pools(group_of(table.table_id, by, layouts), motivated):
                 groups.setdefault(key, ([], []))[0].extend(gold)
                 groups[key][1].extend(predicted)
         for key, (gold, predicted) in sorted(groups.items()):
@@ -133,12 +131,13 @@ def summary(before: list[dict], after: list[dict]) -> dict[str, dict[str, dict]]
     return out
 
 
-def markdown(table: dict[str, dict[str, dict]], motivated: set[str], baseline: dict | None = None) -> str:
+def markdown(table: dict[str, dict[str, dict]], motivated: set[str], baseline: dict | None = None,
+             by: str = "family") -> str:
     def head(task: str) -> str:
         extra = f" {task} baseline | {task} after − baseline |" if baseline else ""
         return f" {task} n | {task} before | {task} after | change [min, max] |" + extra
 
-    lines = ["| family |" + head("CTA") + head("CPA"),
+    lines = [f"| {by} |" + head("CTA") + head("CPA"),
              "|---" * (9 + (4 if baseline else 0)) + "|"]
     order = [f for f in table if f != HELD_OUT] + [HELD_OUT]
     for family in order:
@@ -169,6 +168,9 @@ def main() -> None:
     parser.add_argument("--baseline", action="store_true",
                         help="also fit the TF-IDF baseline on --after-data's train split and score it per family")
     parser.add_argument("--params", default="params.yaml", help="for the baseline's params")
+    parser.add_argument("--by", choices=("family", "domain"), default="family",
+                        help="score per family (default) or per table domain (Movie, Place, …); with "
+                        "--before and --after the same checkpoint, the F1 per domain against --baseline")
     parser.add_argument("--json", type=Path, help="also write the per-seed and summary figures here")
     args = parser.parse_args()
     if len(args.before) != len(args.after):
@@ -184,15 +186,15 @@ def main() -> None:
             runs[side] = []
             for checkpoint in checkpoints:
                 examples, predictions = real_predictions(checkpoint, stored)
-                runs[side].append(family_scores(examples, predictions, motivated))
+                runs[side].append(family_scores(examples, predictions, motivated, args.by))
             runs[f"{side}_ids"] = [(e.table_id, e.cta_labels.tolist(), e.cpa_labels.tolist()) for e in examples]
         if runs["before_ids"] != runs["after_ids"]:
             raise AegirError(f"the real split of {args.before_data} and of {args.after_data} differ")
-        base = baseline_family_scores(args.after_data, args.params, motivated) if args.baseline else None
+        base = baseline_family_scores(args.after_data, args.params, motivated, args.by) if args.baseline else None
     except AegirError as exc:
         parser.exit(2, f"lofo: error: {exc}\n")
     table = summary(runs["before"], runs["after"])
-    print(markdown(table, motivated, base))
+    print(markdown(table, motivated, base, args.by))
     if args.json:
         atomic.write_json(args.json, {"motivated": sorted(motivated), "summary": table, "baseline": base,
                                       "before": runs["before"], "after": runs["after"]})

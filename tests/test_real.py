@@ -3,6 +3,7 @@ scored by every report but never trained on."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import shutil
@@ -24,14 +25,18 @@ from aegir.data.real import (
     COLUMNS_FILE,
     LAYOUTS_FILE,
     build_real_tables,
+    coverage_by_domain,
+    family_of,
+    layout_families,
     load_mapping,
     mapping_dir,
     summary,
     write_sotab_dir,
 )
+from aegir.data.real.formats import format_cell
 from aegir.data.real.sources import chunk_rows
 from aegir.data.sotab import read_sotab
-from aegir.errors import DataError
+from aegir.errors import AegirError, DataError
 from aegir.eval.baselines import baseline_scores
 from aegir.eval.phase1 import train_agent
 from aegir.labels import cpa_vocab, cta_vocab
@@ -73,10 +78,36 @@ def tree_digest(root: Path) -> dict[str, str]:
 
 def test_counts_meet_the_issue_targets(tables):
     counts = summary(tables)
-    assert counts["tables"] >= 60
-    assert counts["cta_columns"] >= 150
-    assert counts["cta_labels"] >= 25
-    assert counts["cpa_pairs"] > 0
+    assert counts["tables"] >= 300
+    assert counts["cta_columns"] >= 1500  # issue 39: at least 1,500 labelled CTA columns
+    assert counts["cta_labels"] >= 30
+    assert counts["cpa_pairs"] > 500
+
+
+def test_coverage_by_domain_lists_each_domains_families_and_labels(tables):
+    coverage = coverage_by_domain(tables)
+    assert sum(d["tables"] for d in coverage.values()) == len(tables)
+    assert sum(d["cta_columns"] for d in coverage.values()) == summary(tables)["cta_columns"]
+    assert sum(d["cpa_pairs"] for d in coverage.values()) == summary(tables)["cpa_pairs"]
+    for domain, entry in coverage.items():
+        assert sum(entry["cta"].values()) == entry["cta_columns"], domain
+    # every family is listed under the domain of its layouts, and each domain below has three
+    layouts = load_mapping()
+    assert {(layout.domain, layout.family) for layout in layouts} == {
+        (domain, family) for domain, entry in coverage.items() for family in entry["families"]}
+    for domain in ("Place", "Person", "Product"):
+        assert len(coverage[domain]["families"]) >= 3, (domain, coverage[domain]["families"])
+    assert coverage["Movie"]["families"] == ["films", "movies"]
+    assert coverage["Product"]["cta"]["price"] > 0 and coverage["Movie"]["cta"]["MonetaryAmount"] > 0
+
+
+def test_family_of_names_the_longest_layout_and_refuses_an_unknown_one():
+    layouts = layout_families()
+    assert family_of("Event_holidays-iso-AR-2026_real.json.gz", layouts) == "holidays"
+    assert family_of("Event_observances-iso-2001_real.json.gz", layouts) == "observances"  # layout observances-iso
+    assert family_of("Product_fuel-economy-de-Dodge-2_real.json.gz", layouts) == "fuel_economy"
+    with pytest.raises(AegirError, match="names no layout"):
+        family_of("Place_nowhere-1_real.json.gz", layouts)
 
 
 def test_every_label_is_in_the_vocabulary_and_every_table_is_well_formed(tables):
@@ -161,6 +192,8 @@ def bad_mapping(tmp_path: Path, file: str, old: str, new: str) -> Path:
     (COLUMNS_FILE, "cars-de,PS,", "cars-xx,PS,", "column of unknown layout 'cars-xx'"),
     (LAYOUTS_FILE, "banks,banks,en_US", "banks,bankz,en_US", "unknown family 'bankz'"),
     (LAYOUTS_FILE, "cars-de,cars,de_DE", "cars-de,cars,xx_YY", "unknown locale 'xx_YY'"),
+    (COLUMNS_FILE, "sprinters,Medal,medal,text,,,", "sprinters,Medal,medal,text,,,a medal, or none,",
+     "row has 9 fields, expected 7"),
 ])
 def test_a_bad_mapping_row_is_an_error_naming_file_and_line(tmp_path, file, old, new, problem):
     folder = bad_mapping(tmp_path, file, old, new)
@@ -215,6 +248,72 @@ def test_the_movies_family_lists_one_year_of_films_as_sites_write_them():
         assert all(f["votes"] >= 1000 and f["length"] >= 60 and not f["title"].endswith(", The") for f in films)
 
 
+def test_the_films_family_lists_a_years_top_grossing_films():
+    """Bokeh's movies.db: 20 films of one year each, by box office, largest first; the cast a
+    page names is three long."""
+    from aegir.data.real.sources import FILMS_PER_YEAR, films
+
+    groups = films()
+    assert len(groups) == 16 and len({g.key for g in groups}) == 16
+    for group in groups:
+        rows = group.records
+        assert len(rows) == FILMS_PER_YEAR and {r["year"] for r in rows} == {int(group.key)}
+        assert [r["box_office"] for r in rows] == sorted((r["box_office"] for r in rows), reverse=True)
+        assert all(r["length"] >= 60 and (r["cast"] is None or 1 <= len(r["cast"]) <= 3) for r in rows)
+
+
+def test_observances_are_read_from_the_calendar_with_folded_lines_and_escapes():
+    from aegir.data.real.sources import _ics_events, observances
+
+    text = ("BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nDTSTART;VALUE=DATE:20240704\r\n"
+            "SUMMARY:Independence Day (US-\r\n OPM)\r\nEND:VEVENT\r\nBEGIN:VEVENT\r\n"
+            "DTSTART;VALUE=DATE:20240115\r\nSUMMARY:Birthday of Martin Luther King\\, Jr.\r\nEND:VEVENT\r\n"
+            "BEGIN:VEVENT\r\nSUMMARY:no date\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n")
+    assert _ics_events(text) == [
+        {"date": dt.date(2024, 7, 4), "name": "Independence Day (US-OPM)"},
+        {"date": dt.date(2024, 1, 15), "name": "Birthday of Martin Luther King, Jr."}]
+    groups = observances()
+    assert len(groups) == 16
+    for group in groups:
+        dates = [r["date"] for r in group.records]
+        assert dates == sorted(dates) and {d.year for d in dates} == {int(group.key)}
+        assert not any("(US-OPM)" in r["name"] for r in group.records)
+        assert any(r["federal"] for r in group.records) and not all(r["federal"] for r in group.records)
+
+
+def test_companies_cars_and_passengers_are_grouped_as_pages_list_them(tables):
+    from aegir.data.real.sources import cars93, companies, passengers
+
+    for group in companies():
+        ranks = [r["rank"] for r in group.records]
+        assert ranks == sorted(ranks) and 8 <= len(ranks) <= 25 and len({r["country"] for r in group.records}) == 1
+    assert sum(len(g.records) for g in cars93()) == 93
+    assert all(len(g.records) == 25 for g in passengers())
+    by_id = {t.table_id: t for t in tables}
+    cars = next(t for i, t in by_id.items() if "_cars93-" in i)
+    assert cars.columns[cars.column_names.index("Price")][0] == "$15,900"  # Acura Integra, 15.9 (US$ thousands)
+    german = next(t for i, t in by_id.items() if "_passengers-de-" in i)
+    assert set(german.columns[german.column_names.index("Geschlecht")]) <= {"männlich", "weiblich"}
+    french = next(t for i, t in by_id.items() if "_films-fr-" in i)
+    assert all(c.endswith("$US") for c in french.columns[french.column_names.index("Recettes")])
+    assert "États-Unis" in french.columns[french.column_names.index("Pays")]
+
+
+@pytest.mark.parametrize("value, fmt, locale, cell", [
+    (394436586, "usd", "en_US", "$394,436,586"),
+    (15900, "usd", "de_DE", "15.900\xa0$"),
+    ("United States", "country_from_name", "fr_FR", "États-Unis"),
+    ("Atlantis", "country_from_name", "fr_FR", "Atlantis"),  # a name CLDR lacks: as given
+    ("English", "language_from_name", "de_DE", "Englisch"),
+    ("female", "gender", "de_DE", "weiblich"),
+    (False, "yes_no_local", "fr_FR", "Non"),
+    (94.705, "two_decimals", "de_DE", "94,70"),
+    (88, "percent", "en_GB", "88%"),
+])
+def test_the_new_formats_write_cells_as_pages_of_the_locale_do(value, fmt, locale, cell):
+    assert format_cell(value, fmt, locale) == cell
+
+
 # ----------------------------------------------------------------------------- SOTAB V2 directory
 
 
@@ -257,6 +356,7 @@ def test_prepare_writes_the_real_split_beside_the_source_splits(prepared, tables
     assert real.column("table_id").to_pylist() == [t.table_id for t in tables]
     assert stats["splits"]["real"]["tables"] == len(tables)
     assert stats["splits"]["real"]["cta_columns"] == summary(tables)["cta_columns"]
+    assert stats["real_coverage"] == json.loads(json.dumps(coverage_by_domain(tables)))
     train_ids = set(read_split(data, "train").column("table_id").to_pylist())
     assert not train_ids & {t.table_id for t in tables}
 

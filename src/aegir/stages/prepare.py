@@ -19,7 +19,8 @@ that epochs over it show a model other cells of the same tables; no other split 
 Writes `data/prepared/<split>.parquet` (one row per table; schema in
 `aegir.data.prepare.PREPARED_SCHEMA`), `results/prepare/stats.json` (the detail: tables, columns
 and byte-length percentiles per split, columns per label, missing labels, skipped cases by
-reason) and `results/prepare/metrics.json` (DVC metrics, the few figures worth a column in
+reason, and the `real` split's coverage per table domain: its families, tables and CTA columns
+per label) and `results/prepare/metrics.json` (DVC metrics, the few figures worth a column in
 `dvc exp show`: tables, labels covered, cases skipped). The same params give byte-identical
 files, so DVC hashes stay stable: tables are produced in a fixed order, serialisation is
 deterministic, and Parquet is written with fixed settings and no timestamps
@@ -54,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     cov = stats["coverage"]
     print(f"prepared {sum(s['tables'] for s in stats['splits'].values())} tables; "
           f"CTA labels {cov['cta_labels']}/{cov['cta_vocab']}, CPA labels {cov['cpa_labels']}/{cov['cpa_vocab']}")
+    if stats.get("real_coverage"):
+        domains = stats["real_coverage"]
+        print(f"real: {sum(d['cta_columns'] for d in domains.values())} CTA columns over {len(domains)} domains ("
+              + ", ".join(f"{name} {d['cta_columns']} in {len(d['families'])} famil{'y' if len(d['families']) == 1 else 'ies'}" for name, d in domains.items())
+              + ")")
     if stats["skipped"]:
         print(f"skipped: {stats['skipped']}")
     return 0

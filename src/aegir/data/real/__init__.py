@@ -2,8 +2,9 @@
 
 Why: a model can score well on the embedded synthetic benchmark by learning its generator.
 These tables are real records — airports, cities, countries, US states, counties and ZIP
-codes, public holidays, banks, NBA/WNBA teams and players, car models, films — read from data that
-pip packages ship (`sources.FAMILIES` names each package; their versions are pinned in
+codes, public holidays and US observances, banks and the largest listed companies, NBA/WNBA
+teams and players, Titanic passengers and Olympic sprinters, car models and their prices and
+fuel economy, films and their box office — read from data that pip packages ship (`sources.FAMILIES` names each package; their versions are pinned in
 requirements.lock), so evaluating on them needs no network and gives the same tables on
 every machine. They are for evaluation only: `prepare` writes them as the `real` split, and
 no stage trains on them.
@@ -45,7 +46,7 @@ from aegir.config import REAL_SPLIT
 from aegir.data.real.formats import FORMATS, format_cell
 from aegir.data.real.sources import FAMILIES, Group
 from aegir.data.table import Table
-from aegir.errors import DataError
+from aegir.errors import AegirError, DataError
 from aegir.labels import cpa_vocab, cta_vocab
 
 SPLIT = REAL_SPLIT
@@ -99,7 +100,8 @@ def _read_csv(path: Path, header: tuple[str, ...]) -> list[tuple[int, dict[str, 
     rows = []
     for row in reader:
         if None in row or any(row[h] is None for h in header):
-            raise DataError(path, f"row has {len(row) - (None in row)} fields, expected {len(header)}", reader.line_num)
+            fields = sum(row[h] is not None for h in header) + len(row.get(None) or ())
+            raise DataError(path, f"row has {fields} fields, expected {len(header)}", reader.line_num)
         rows.append((reader.line_num, {k: v.strip() for k, v in row.items()}))
     return rows
 
@@ -262,3 +264,40 @@ def summary(tables: list[Table]) -> dict[str, Any]:
     cpa = [label for t in tables for label in t.cpa if label is not None]
     return {"tables": len(tables), "cta_columns": len(cta), "cpa_pairs": len(cpa),
             "cta_labels": len(set(cta)), "cpa_labels": len(set(cpa))}
+
+
+def layout_families(folder: Path | None = None) -> dict[str, str]:
+    """layout name → family, from the real split's mapping (layouts.csv, checked)."""
+    return {layout.name: layout.family for layout in load_mapping(folder)}
+
+
+def family_of(table_id: str, layouts: dict[str, str]) -> str:
+    """The family of a real table id `<domain>_<layout>-<group key>_real.json.gz` (the longest
+    layout name of `layouts`, from `layout_families`, that its middle starts with)."""
+    middle = table_id.split("_", 1)[1] if "_" in table_id else ""
+    matches = [name for name in layouts if middle.startswith(name + "-")]
+    if not matches:
+        raise AegirError(f"real table {table_id!r} names no layout of {LAYOUTS_FILE}")
+    return layouts[max(matches, key=len)]
+
+
+def coverage_by_domain(tables: list[Table], folder: Path | None = None) -> dict[str, Any]:
+    """Per table domain: its families, tables, labelled CTA columns and CPA pairs, and the CTA
+    columns per label — what `results/prepare/stats.json` lists under `real_coverage`."""
+    layouts = layout_families(folder)
+    out: dict[str, Any] = {}
+    for table in tables:
+        entry = out.setdefault(table.domain, {"families": [], "tables": 0, "cta_columns": 0, "cpa_pairs": 0,
+                                              "cta": {}})
+        family = family_of(table.table_id, layouts)
+        if family not in entry["families"]:
+            entry["families"].append(family)
+        entry["tables"] += 1
+        entry["cpa_pairs"] += sum(label is not None for label in table.cpa)
+        for label in table.cta:
+            if label is not None:
+                entry["cta_columns"] += 1
+                entry["cta"][label] = entry["cta"].get(label, 0) + 1
+    return {domain: {**e, "families": sorted(e["families"]), "cta": dict(sorted(e["cta"].items()))}
+            for domain, e in sorted(out.items())}
+

@@ -16,7 +16,7 @@ from typing import Any
 
 from babel import Locale
 from babel.dates import format_date
-from babel.numbers import format_decimal
+from babel.numbers import format_currency, format_decimal
 
 FEET_TO_METRES = 0.3048
 POUNDS_TO_KILOGRAMS = 0.45359237
@@ -58,6 +58,36 @@ def _yes_no(value: Any, locale: str) -> str:
     return "Yes" if value else "No"
 
 
+def _usd(value: Any, locale: str) -> str:
+    """Whole US dollars in the locale's currency pattern: $15,900 / 15.900 $ / 15 900 $US."""
+    pattern = Locale.parse(locale).currency_formats["standard"].pattern.split(";")[0].replace(".00", "")
+    return format_currency(round(value), "USD", format=pattern, locale=locale, currency_digits=False)
+
+
+def _english_name_as_local(table: Callable[[Locale], dict[str, str]]) -> Callable[[Any, str], str]:
+    """A format that writes an English name (a country, a language, as a source spells it) in the
+    locale's language through its CLDR code; a name CLDR does not know is written as given."""
+    def write(value: Any, locale: str) -> str:
+        codes = {name: code for code, name in table(Locale.parse("en")).items()}
+        code = codes.get(value)
+        return table(Locale.parse(locale)).get(code, value) if code else str(value)
+    return write
+
+
+GENDER_WORDS = {"en": ("male", "female"), "de": ("männlich", "weiblich"), "fr": ("homme", "femme")}
+YES_NO_WORDS = {"en": ("Yes", "No"), "de": ("Ja", "Nein"), "fr": ("Oui", "Non")}
+
+
+def _gender(value: Any, locale: str) -> str:
+    male, female = GENDER_WORDS[Locale.parse(locale).language]
+    return {"male": male, "female": female}[value]
+
+
+def _yes_no_local(value: Any, locale: str) -> str:
+    yes, no = YES_NO_WORDS[Locale.parse(locale).language]
+    return yes if value else no
+
+
 FORMATS: dict[str, Callable[[Any, str], str]] = {
     "text": lambda v, loc: str(v),  # as the source writes it
     "integer": lambda v, loc: str(int(v)),  # digits only: 80783000
@@ -83,6 +113,13 @@ FORMATS: dict[str, Callable[[Any, str], str]] = {
     "list": lambda v, loc: ", ".join(str(x) for x in v),
     "yes_no": _yes_no,
     "true_false": lambda v, loc: "true" if v else "false",
+    "yes_no_local": _yes_no_local,  # Yes / Ja / Oui
+    "usd": _usd,  # whole US dollars: $394,436,586 / 394.436.586 $
+    "percent": lambda v, loc: f"{int(v)}%",
+    "two_decimals": lambda v, loc: format_decimal(v, format="0.00", locale=loc),  # 94.71 / 94,71
+    "gender": _gender,  # "male" / "female" in the locale's language
+    "country_from_name": _english_name_as_local(lambda loc: loc.territories),  # "United States" → États-Unis
+    "language_from_name": _english_name_as_local(lambda loc: loc.languages),  # "English" → anglais
 }
 
 

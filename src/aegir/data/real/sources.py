@@ -17,6 +17,7 @@ with more groups than its cap keeps `cap` of them spread evenly over the sorted 
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import importlib.util
 import io
 import json
@@ -352,12 +353,10 @@ def natural_title(title: str) -> str:
     return title
 
 
-def movies() -> list[Group]:
-    """Feature films of one year (the R package ggplot2's `movies`: 58,788 IMDb titles with
-    year, running time, mean rating, votes, MPAA rating and genre flags, as `pydataset` ships
-    it in its bundled archive): per year the 20 most-voted films of an hour or more with at
-    least 1,000 votes, by votes; 16 years spread over 1960–2004."""
-    archive, name = package_file("pydataset", "resources.tar.gz"), "resources/rdata/csv/ggplot2/movies.csv"
+def r_dataset(package: str, item: str) -> list[dict[str, str]]:
+    """The rows of one R dataset (`package`/`item`, e.g. ggplot2/movies) as `pydataset` ships it
+    in its bundled archive, read from the archive without importing `pydataset`."""
+    archive, name = package_file("pydataset", "resources.tar.gz"), f"resources/rdata/csv/{package}/{item}.csv"
     with tarfile.open(archive) as tar:
         try:
             member = tar.extractfile(name)
@@ -365,7 +364,15 @@ def movies() -> list[Group]:
             member = None
         if member is None:
             raise FileNotFoundError(f"{archive}: no {name} (pip install -r requirements.lock)")
-        rows = list(csv.DictReader(io.StringIO(member.read().decode("utf-8"))))
+        return list(csv.DictReader(io.StringIO(member.read().decode("utf-8"))))
+
+
+def movies() -> list[Group]:
+    """Feature films of one year (the R package ggplot2's `movies`: 58,788 IMDb titles with
+    year, running time, mean rating, votes, MPAA rating and genre flags, as `pydataset` ships
+    it in its bundled archive): per year the 20 most-voted films of an hour or more with at
+    least 1,000 votes, by votes; 16 years spread over 1960–2004."""
+    rows = r_dataset("ggplot2", "movies")
     by_year: dict[int, list[Record]] = defaultdict(list)
     for r in rows:
         if r["Short"] != "0" or int(r["votes"]) < MOVIE_MIN_VOTES or int(r["length"]) < 60:
@@ -377,6 +384,165 @@ def movies() -> list[Group]:
     groups = [Group(str(year), tuple(sorted(films, key=lambda f: (-f["votes"], f["title"]))[:MOVIES_PER_YEAR]))
               for year, films in sorted(by_year.items()) if year >= 1960 and len(films) >= MOVIES_PER_YEAR]
     return pick_evenly(groups, 16)
+
+
+FILMS_PER_YEAR = 20
+FILM_YEARS = range(1995, 2015)
+
+
+def bokeh_file(name: str) -> Path:
+    """A file of Bokeh's sample data (`bokeh_sampledata`, which ships its files in the wheel;
+    read as files, without importing the package, whose `__init__` imports pandas)."""
+    path = package_file("bokeh_sampledata", "_data", name)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found (pip install -r requirements.lock)")
+    return path
+
+
+def films() -> list[Group]:
+    """The top-grossing films of one year (Bokeh's `movies.db`: 17,472 films from OMDb and
+    Rotten Tomatoes, read with sqlite3): per year the 20 films with the largest box office, by
+    box office; 16 years spread over 1995–2014. The cast is the data's, alphabetical; a page
+    names three of it."""
+    import sqlite3
+
+    path = bokeh_file("movies.db")
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        rows = db.execute(
+            "SELECT o.Title, o.Year, o.Rating, o.Runtime, o.Genre, o.Released, o.Director, o.Cast, o.Language, "
+            "o.Country, t.BoxOffice, t.Production, t.Meter FROM omdb o JOIN tomatoes t ON o.ID = t.ID "
+            "WHERE t.BoxOffice > 0 AND o.Runtime >= 60 ORDER BY o.Year, t.BoxOffice DESC, o.Title").fetchall()
+
+    def names(text: str | None, keep: int | None = None) -> list[str] | None:
+        parts = [p.strip() for p in (text or "").split(",") if p.strip()]
+        return parts[:keep] or None
+
+    by_year: dict[int, list[Record]] = defaultdict(list)
+    for title, year, rating, runtime, genre, released, director, cast, language, country, box_office, studio, meter in rows:
+        by_year[int(year)].append({
+            "title": title, "year": int(year), "mpaa": rating or None, "length": int(runtime),
+            "genres": names(genre), "released": dt.date.fromisoformat(released) if released else None,
+            "director": director or None, "cast": names(cast, 3), "language": (names(language) or [None])[0],
+            "country": (names(country) or [None])[0], "box_office": int(box_office),
+            "studio": (names(studio) or [None])[0], "meter": meter})
+    groups = [Group(str(year), tuple(films_[:FILMS_PER_YEAR])) for year, films_ in sorted(by_year.items())
+              if year in FILM_YEARS and len(films_) >= FILMS_PER_YEAR]
+    return pick_evenly(groups, 16)
+
+
+def passengers() -> list[Group]:
+    """Passengers of the Titanic (Bokeh's `titanic_all.csv`, 1,309 people: name, class, age, sex,
+    survival) in the data's order (by class, then name), 25 to a passenger-list page."""
+    with bokeh_file("titanic_all.csv").open(encoding="utf-8", newline="") as f:
+        rows = [{"name": r["name"], "class": r["class"], "age": float(r["age"]) if r["age"] else None,
+                 "sex": r["sex"], "survived": r["survived"] == "1"} for r in csv.DictReader(f)]
+    chunks = [Group(str(i + 1), tuple(rows[i * 25:(i + 1) * 25])) for i in range(len(rows) // 25)]
+    return pick_evenly(chunks, 16)
+
+
+def sprinters() -> list[Group]:
+    """Olympic 100 m medallists, 1896–2012 (Bokeh's `sprint.csv`): name, IOC country code,
+    medal, time in seconds, year, in the data's order (latest Games first)."""
+    with bokeh_file("sprint.csv").open(encoding="utf-8", newline="") as f:
+        rows = [{k.strip(): v.strip() for k, v in r.items()} for r in csv.DictReader(f, skipinitialspace=True)]
+    records = [{"name": r["Name"], "country": r["Country"], "medal": r["Medal"].title(), "time": r["Time"],
+                "year": int(r["Year"])} for r in rows]
+    return chunked_groups("100m", records)
+
+
+def _ics_events(text: str) -> list[Record]:
+    """The one-day events of an iCalendar file: {name, date} per VEVENT (folded lines joined,
+    text escapes undone)."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        if line[:1] in (" ", "\t") and lines:
+            lines[-1] += line[1:]
+        else:
+            lines.append(line)
+    events, current = [], {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key == "BEGIN" and value == "VEVENT":
+            current = {}
+        elif key.startswith("DTSTART"):
+            current["date"] = dt.date(int(value[:4]), int(value[4:6]), int(value[6:8]))
+        elif key == "SUMMARY":
+            current["name"] = re.sub(r"\\([,;\\])", r"\1", value).replace("\\n", " ")
+        elif key == "END" and value == "VEVENT" and {"name", "date"} <= current.keys():
+            events.append(current)
+    return events
+
+
+OPM_MARK = " (US-OPM)"  # the data's mark of a US federal holiday (OPM: Office of Personnel Management)
+
+
+def observances() -> list[Group]:
+    """US holidays and observances of one year (Bokeh's `USHolidays.ics`): name, date and whether
+    it is a federal holiday (the data marks those "(US-OPM)"; a page says so in a column)."""
+    events = _ics_events(bokeh_file("USHolidays.ics").read_text(encoding="utf-8"))
+    records = sorted(({"name": e["name"].removesuffix(OPM_MARK), "date": e["date"],
+                       "federal": e["name"].endswith(OPM_MARK)} for e in events),
+                     key=lambda r: (r["date"], r["name"]))
+    groups: list[Group] = []
+    for year, rows in _grouped(records, lambda r: str(r["date"].year)).items():
+        groups += chunked_groups(year, rows)
+    return pick_evenly(groups, 16)
+
+
+FORBES_COUNTRY_CODES = {  # Forbes2000's country names → ISO 3166 codes (countries with ≥ 8 companies)
+    "Australia": "AU", "Belgium": "BE", "Bermuda": "BM", "Brazil": "BR", "Canada": "CA", "China": "CN",
+    "Denmark": "DK", "Finland": "FI", "France": "FR", "Germany": "DE", "Hong Kong/China": "HK", "India": "IN",
+    "Ireland": "IE", "Italy": "IT", "Japan": "JP", "Malaysia": "MY", "Mexico": "MX", "Netherlands": "NL",
+    "Norway": "NO", "Russia": "RU", "Singapore": "SG", "South Africa": "ZA", "South Korea": "KR", "Spain": "ES",
+    "Sweden": "SE", "Switzerland": "CH", "Taiwan": "TW", "Thailand": "TH", "Turkey": "TR",
+    "United Kingdom": "GB", "United States": "US",
+}
+
+
+def companies() -> list[Group]:
+    """The largest listed companies of one country (the R package HSAUR's `Forbes2000`, the
+    Forbes 2000 ranking of 2004, from `pydataset`'s archive): name, rank, industry, sales,
+    profits, assets, market value (US$ billions); the first 25 of a country by rank."""
+    def billions(text: str) -> float | None:
+        return float(text) if text not in ("", "NA") else None
+
+    by_country: dict[str, list[Record]] = defaultdict(list)
+    for r in r_dataset("HSAUR", "Forbes2000"):
+        if r["country"] in FORBES_COUNTRY_CODES:
+            by_country[r["country"]].append({
+                "name": r["name"], "rank": int(r["rank"]), "country": FORBES_COUNTRY_CODES[r["country"]],
+                "industry": r["category"], "sales": billions(r["sales"]), "profits": billions(r["profits"]),
+                "assets": billions(r["assets"]), "market_value": billions(r["marketvalue"])})
+    groups = [Group(slug(country), tuple(sorted(rows, key=lambda c: c["rank"])[:25]))
+              for country, rows in sorted(by_country.items()) if len(rows) >= MIN_ROWS]
+    return pick_evenly(groups, 16)
+
+
+def cars93() -> list[Group]:
+    """Passenger cars of the 1993 model year (the R package MASS's `Cars93`, from Consumer
+    Reports and the PACE buying guide, in `pydataset`'s archive): make and model, type, base
+    price (US$ thousands), city and highway MPG, horsepower, drive train, origin; by make."""
+    records = [{"name": r["Make"], "make": r["Manufacturer"], "model": r["Model"], "type": r["Type"],
+                "price": round(float(r["Price"]) * 1000), "mpg_city": int(r["MPG.city"]),
+                "mpg_highway": int(r["MPG.highway"]), "horsepower": int(r["Horsepower"]),
+                "drive_train": r["DriveTrain"], "origin": "USA" if r["Origin"] == "USA" else "Imported"}
+               for r in r_dataset("MASS", "Cars93")]
+    records.sort(key=lambda r: (r["make"], r["model"]))
+    return chunked_groups("1993", records)
+
+
+def fuel_economy() -> list[Group]:
+    """Fuel economy of car models of 1999 and 2008 (the R package ggplot2's `mpg`, from the US
+    EPA, in `pydataset`'s archive): one table per manufacturer with at least 8 entries."""
+    records = [{"name": f"{r['manufacturer'].title()} {r['model']}", "make": r["manufacturer"].title(),
+                "year": int(r["year"]), "displacement": float(r["displ"]), "transmission": r["trans"],
+                "cylinders": int(r["cyl"]), "mpg_city": int(r["cty"]), "mpg_highway": int(r["hwy"]),
+                "class": r["class"]} for r in r_dataset("ggplot2", "mpg")]
+    records.sort(key=lambda r: (r["make"], r["name"], r["year"], r["displacement"], r["transmission"]))
+    groups: list[Group] = []
+    for make, rows in _grouped(records, lambda r: r["make"]).items():
+        groups += chunked_groups(slug(make), rows)
+    return groups
 
 
 # family name (as in layouts.csv) → (pip package it reads, function)
@@ -393,5 +559,12 @@ FAMILIES: dict[str, tuple[str, Callable[[], list[Group]]]] = {
     "players": ("nba_api", players),
     "cars": ("vega_datasets", cars),
     "movies": ("pydataset", movies),
+    "films": ("bokeh_sampledata", films),
+    "passengers": ("bokeh_sampledata", passengers),
+    "sprinters": ("bokeh_sampledata", sprinters),
+    "observances": ("bokeh_sampledata", observances),
+    "companies": ("pydataset", companies),
+    "cars93": ("pydataset", cars93),
+    "fuel_economy": ("pydataset", fuel_economy),
 }
 
