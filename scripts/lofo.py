@@ -42,14 +42,19 @@ from aegir.errors import AegirError
 from aegir.eval import baselines
 from aegir.eval.metrics import f1_scores
 from aegir.eval.predict import gold_and_predicted
-from aegir.inference import load_for_inference
+from aegir.inference import load_for_inference, prepared_predictions
+from aegir.swarm.model import is_swarm_checkpoint
 
 TASKS = ("cta", "cpa")
 HELD_OUT = "held-out"
 
 
 def real_predictions(checkpoint: Path, stored: StoredTargets) -> tuple[list, list]:
-    """(examples, predictions) of `checkpoint` on the real split of `stored.data`, as scored."""
+    """(examples, predictions) of `checkpoint` on the real split of `stored.data`, as scored (a
+    Phase 4 swarm re-scored with its own reading, the others from their stored reads if kept)."""
+    if is_swarm_checkpoint(checkpoint):
+        [(_, examples, predictions)] = prepared_predictions(checkpoint, stored.data, [REAL_SPLIT])
+        return examples, predictions
     annotator = load_for_inference(checkpoint)
     config = json.loads((checkpoint / "config.json").read_text(encoding="utf-8"))
     examples = stored.examples(REAL_SPLIT)

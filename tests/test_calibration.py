@@ -410,6 +410,27 @@ def test_the_stored_distributions_give_the_targets_re_scoring_gives(stored, kind
         assert 0 < sum(stored["spawned"]) < len(stored["spawned"])
 
 
+@pytest.mark.parametrize("kind", ["orchestrator", "swarm"])
+def test_lofo_scores_an_orchestrator_and_a_swarm_as_evaluate_does(stored, kind):
+    """scripts/lofo.py's predictions on `real` (stored reads for the orchestrator, re-scored for
+    a Phase 4 swarm) score what `aegir evaluate` scores for the checkpoint."""
+    import importlib.util
+
+    from aegir.eval.metrics import f1_scores
+    from aegir.eval.predict import gold_and_predicted
+
+    spec = importlib.util.spec_from_file_location("lofo", ROOT / "scripts" / "lofo.py")
+    lofo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lofo)
+    data, checkpoint = stored["data"], stored[kind]
+    examples, predictions = lofo.real_predictions(checkpoint, StoredTargets(data))
+    assert [e.table_id for e in examples] == [e.table_id for e in load_examples(data, "real")]
+    pairs = gold_and_predicted(examples, predictions)
+    expected = evaluate_checkpoint(checkpoint, data, ["real"])["real"]
+    for task in ("cta", "cpa"):
+        assert round(100 * f1_scores(*pairs[task]).micro_f1, 4) == pytest.approx(expected[task]["micro_f1"], abs=1e-3)
+
+
 def test_a_swarm_store_without_spawn_flags_is_re_scored(stored):
     """Which tables the swarm spawned on decides whether a table takes the merged distributions
     or the orchestrator's reading: a store that does not say (an older phase4) is not guessed
