@@ -21,6 +21,7 @@ from aegir.orchestrator.checkpoint import save_orchestrator
 from aegir.swarm.model import Swarm, save_swarm
 from aegir.swarm.policy import SpawnPolicy, spawn_options
 from aegir.swarm.spawn import SwarmMerge, family_of_labels
+from conftest import ROOT
 from test_swarm import open_gates, orchestrator
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -58,6 +59,23 @@ def wide_csv(path: Path, rows: int = 240, columns: int = 9) -> Path:
               f"https://h{r}.no", f"info@h{r}.no", str(r * 3)][:columns] for r in range(rows)]
     path.write_text("".join(",".join(line) + "\n" for line in [header, *lines]))
     return path
+
+
+@pytest.mark.parametrize("name, columns, rows, first", [
+    ("books.csv", 5, 4, "The Remains of the Day"), ("hotels.csv", 4, 3, "Hotel Adlon Kempinski"),
+    ("employees.csv", 6, 6, "Maria Keller"), ("films.csv", 6, 6, "Parasite"),
+])
+def test_the_shipped_example_tables_read_as_the_docs_show_them(name, columns, rows, first):
+    """docs/examples/*.csv, the tables README.md and docs/annotate.md annotate: headers kept,
+    quoted cells ("$120000") unquoted, non-ASCII cells (Amélie) intact."""
+    table = read_user_table(ROOT / "docs" / "examples" / name)
+    assert (table.num_columns, table.num_rows, table.columns[0][0]) == (columns, rows, first)
+    assert sorted(p.name for p in (ROOT / "docs" / "examples").glob("*.csv")) == [
+        "books.csv", "employees.csv", "films.csv", "hotels.csv"]
+    if name == "employees.csv":
+        assert table.column_names[3] == "salary" and table.columns[3][0] == "$120000"
+    if name == "films.csv":
+        assert "Amélie" in table.columns[0]
 
 
 @pytest.mark.parametrize("kind", ["phase1", "phase3", "phase4"])
