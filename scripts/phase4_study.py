@@ -3,6 +3,7 @@ the `results/phase4/scores.json` of DVC experiments (`scripts/phase4_seeds.sh` q
 
     python scripts/phase4_study.py                      # experiments named p4-s<seed>-c<cost>, and HEAD
     python scripts/phase4_study.py --markdown out.md    # also write the tables
+    python scripts/phase4_study.py --since HEAD~3       # only experiments run since that commit
 
 Each experiment's scores are read from the DVC cache at its revision (`dvc.api.read`); HEAD's
 (the default run) counts as seed `phase4.seed` at its own `phase4.step_cost`. Per price: for CTA
@@ -30,12 +31,33 @@ SPLITS = ("valid", "test", "corner_cases", "missing_values", "format_heterogenei
 NAME = re.compile(r"^p4-s(\d+)-c([0-9.]+)$")
 
 
-def experiments() -> list[str]:
-    """The names of the experiments named p4-s<seed>-c<cost> (`dvc exp list`); a name is also
-    the revision `dvc.api.read` takes."""
-    out = subprocess.run(["dvc", "exp", "list", "--all-commits", "--name-only"], cwd=ROOT, capture_output=True,
-                         text=True, check=True).stdout.split()
-    return [name for name in out if NAME.match(name)]
+def experiments(since: str | None = None) -> list[tuple[str, str]]:
+    """(name, commit) of the experiments named p4-s<seed>-c<cost> (`dvc exp list --all-commits`),
+    with `since` only those run on that commit or a later one (a baseline it is an ancestor of):
+    experiments of older commits ran other code or data, and may bear the same names."""
+    out = subprocess.run(["dvc", "exp", "list", "--all-commits"], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    return parse_experiments(out, (lambda baseline: is_ancestor(since, baseline)) if since else (lambda _: True))
+
+
+def parse_experiments(listing: str, keep) -> list[tuple[str, str]]:
+    """(name, commit) of the study's experiments in `dvc exp list --all-commits` output (a
+    "<baseline>:" line, then one "<commit> [<name>]" line per experiment), where keep(baseline)."""
+    found, baseline = [], None
+    for line in listing.splitlines():
+        head = re.match(r"^(\S+):$", line)
+        if head:
+            baseline = head.group(1)
+            continue
+        entry = re.match(r"^\s+(\S+) \[(.+)\]$", line)
+        if entry and NAME.match(entry.group(2)) and keep(baseline):
+            found.append((entry.group(2), entry.group(1)))
+    return found
+
+
+def is_ancestor(older: str, newer: str | None) -> bool:
+    return newer is not None and subprocess.run(["git", "merge-base", "--is-ancestor", older, newer], cwd=ROOT,
+                                                capture_output=True).returncode == 0
 
 
 def read_scores(rev: str | None) -> dict:
@@ -90,12 +112,17 @@ def tables(runs: dict[tuple[int, str], dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--markdown", type=Path, help="also write the tables to this file")
+    parser.add_argument("--since", metavar="REV", help="only experiments run on REV or a later commit "
+                        "(the ones on older commits ran other code or data)")
     args = parser.parse_args(argv)
     params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))["phase4"]
     runs = {(int(params["seed"]), str(params["step_cost"])): read_scores(None)}
-    for name in experiments():
+    for name, commit in experiments(args.since):
         seed, cost = NAME.match(name).groups()
-        runs[(int(seed), cost)] = read_scores(name)
+        if (int(seed), cost) in runs:
+            raise SystemExit(f"phase4_study: two experiments are seed {seed} at cost {cost} (the last: {name} at "
+                             f"{commit}); pass --since to keep one commit's")
+        runs[(int(seed), cost)] = read_scores(commit)
     text = tables(runs)
     print(text)
     if args.markdown:

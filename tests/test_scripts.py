@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 
 import pytest
 
@@ -53,6 +54,13 @@ def test_phase4_study_reads_only_experiments_named_by_seed_and_cost():
     assert study.NAME.match("p4-s2-c0.015").groups() == ("2", "0.015")
     for name in ("p4-s2", "exp-1234", "p4-sx-c0.03"):
         assert study.NAME.match(name) is None
+    listing = "c7515f6:\n\t0ed3960 [p4-s2-c0.03]\n\t1d3fec7 [p3-seed2]\n1312c52:\n\t580015b [p4-s2-c0.03]\n"
+    assert study.parse_experiments(listing, lambda baseline: True) == [("p4-s2-c0.03", "0ed3960"),
+                                                                         ("p4-s2-c0.03", "580015b")]
+    assert study.parse_experiments(listing, lambda baseline: baseline == "1312c52") == [("p4-s2-c0.03", "580015b")]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    if head:  # a git checkout: a commit counts as run since itself; a listing without a baseline never does
+        assert study.is_ancestor("HEAD", head) and not study.is_ancestor(head, None)
 
 
 def test_lofo_names_each_real_tables_family_and_pairs_seeds():
