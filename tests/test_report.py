@@ -305,3 +305,41 @@ def test_scaling_rows_of_the_phase4_stage_are_split_per_policy(tmp_path):
     assert parsed[1]["wide/critical_steps"] == 11.5 and parsed[1]["wide/mean_subagents"] == 7.0
     assert parsed[1]["wide/mean_wide_subagents"] == 4.0  # wide search alone, beside every sub-agent
     assert "cta/wide/micro_f1" in scaling_series(parsed) and "wide/critical_steps" in scaling_series(parsed)
+
+
+def calibration_json(path: Path) -> Path:
+    """A calibrate stage's calibration.json for two checkpoints: one whose CTA reaches 95 %
+    accuracy on `real` at some confidence, one that does not."""
+    def task(accuracy, before, after, reached):
+        return {"accuracy": accuracy, "n": 100, "before": {"ece": before, "mean_confidence": 0.7},
+                "after": {"ece": after, "mean_confidence": 0.8}}, {
+            "coverage": [], "reliability": {},
+            "for_accuracy": {"min_confidence": 0.9, "coverage": 0.412, "accuracy": 0.953} if reached else None,
+            "most_accurate": {"min_confidence": 0.95, "coverage": 0.3, "accuracy": 0.91}}
+
+    checkpoints = {}
+    for path_, name, reached in (("models/phase1/primary", "Phase 1 primary", True), ("models/phase4", "Phase 4", False)):
+        cta, cta_real = task(0.788, 0.0801, 0.118, reached)
+        cpa, cpa_real = task(0.7, 0.114, 0.143, False)
+        checkpoints[path_] = {"name": name, "temperature": {"cta": 0.5777, "cpa": 0.5888},
+                              "splits": {"real": {"cta": cta, "cpa": cpa}, "valid": {"cta": cta, "cpa": cpa}},
+                              "real": {"cta": cta_real, "cpa": cpa_real}}
+    path.write_text(json.dumps({"real_split": "real", "fit_split": "valid", "target_accuracy": 0.95, "bins": 15,
+                                "checkpoints": checkpoints}))
+    return path
+
+
+def test_the_calibration_section_gives_each_models_ece_and_the_confidence_for_95_percent(inputs, tmp_path):
+    calibration = calibration_json(tmp_path / "calibration.json")
+    proc = report(argv(inputs) + [f"--calibration={calibration}"])
+    assert proc.returncode == 0, proc.stderr
+    markdown = (inputs["out"] / "report.md").read_text()
+    assert "## Calibration on `real`" in markdown and "](../calibrate/figures/reliability.png)" in markdown
+    assert "| Phase 1 primary | CTA | 78.8 | 8.0 | 0.578 | 11.8 | P ≥ 0.90 keeps 41.2 % at 95.3 % |" in markdown
+    assert "| Phase 4 | CTA | 78.8 | 8.0 | 0.578 | 11.8 | not reached (best: P ≥ 0.95 keeps 30.0 % at 91.0 %) |" in markdown
+    assert markdown.index("## Calibration") < markdown.index("## Figures")
+    # without it, no section; a calibration.json of another shape names the file and the stage
+    assert report(argv(inputs)).returncode == 0 and "Calibration" not in (inputs["out"] / "report.md").read_text()
+    calibration.write_text(json.dumps({"checkpoints": {}}))
+    proc = report(argv(inputs) + [f"--calibration={calibration}"])
+    assert proc.returncode == 2 and str(calibration) in proc.stderr and "`dvc repro calibrate`" in proc.stderr

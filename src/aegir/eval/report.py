@@ -18,6 +18,7 @@ Inputs, and the stage that writes each:
 | `results/phase3/live/{fused,control}/`  | `phase3`     | train loss, validation micro-F1 curves  |
 | `results/phase4/scores.json` (opt.)     | `phase4`     | F1 of each policy; `*_by_domain` tables |
 | `results/phase4/scaling.json` (opt.)    | `phase4`     | rows per (n, policy): the scaling curve |
+| `results/calibrate/calibration.json` (opt.) | `calibrate` | ECE and coverage on `real` per model |
 
 F1 layout: `{task: {split: {"micro_f1": …, "macro_f1": …}}}` in percent (the stages'
 scores.json; `micro`/`macro` are read too); a `train` split (the baseline scores its training
@@ -104,6 +105,7 @@ class Report:
     phase3_curves: list[Curves]  # fused, control
     scaling: list[dict[str, Any]] = field(default_factory=list)  # Phase 4 rows, flattened
     sources: list[str] = field(default_factory=list)  # every file and curve directory read, in order
+    calibration: list[dict[str, Any]] = field(default_factory=list)  # per checkpoint and task, on `real`
 
     @property
     def splits(self) -> list[str]:
@@ -304,14 +306,39 @@ def phase4_domain_tables(tree: Any, path: str | Path) -> list[DomainTable]:
     return tables
 
 
+def parse_calibration(tree: Any, path: str | Path) -> list[dict[str, Any]]:
+    """The `calibrate` stage's calibration.json as rows, one per checkpoint and task: its name,
+    the accuracy and expected calibration error on the real split with the model's own
+    confidences and with the temperature fitted on the fit split, and the least confidence that
+    reaches the target accuracy there (or the most accurate threshold when none does)."""
+    try:
+        real, fit, target = tree["real_split"], tree["fit_split"], float(tree["target_accuracy"])
+        rows = []
+        for checkpoint, entry in tree["checkpoints"].items():
+            for task in TASKS:
+                split = entry["splits"][real][task]
+                rows.append({"checkpoint": checkpoint, "name": entry["name"], "task": task,
+                             "accuracy": float(split["accuracy"]), "ece": float(split["before"]["ece"]),
+                             "temperature": float(entry["temperature"][task]),
+                             "ece_fitted": float(split["after"]["ece"]), "real_split": real, "fit_split": fit,
+                             "target": target, "for_accuracy": entry[real][task]["for_accuracy"],
+                             "most_accurate": entry[real][task]["most_accurate"]})
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise DataError(path, f"not a calibration.json of the calibrate stage ({exc!r}); "
+                              f"{rerun_hint('calibrate')}") from None
+    return rows
+
+
 def collect(baselines: str | Path, phase1_dir: str | Path, phase3_dir: str | Path,
-            phase4_dir: str | Path | None = None) -> Report:
+            phase4_dir: str | Path | None = None, calibration: str | Path | None = None) -> Report:
     """Read every input (paths in the module docstring) into a `Report`.
 
     phase1_dir holds one directory per agent; the agents are the subdirectories holding a
     `scores.json` (sorted, `primary` first, which must be there): the primary's F1 is the
     report's Phase 1 row, every agent's curves are drawn. phase4_dir is optional; with it,
-    its `scores.json` is required and its `scaling.json` read when present.
+    its `scores.json` is required and its `scaling.json` read when present. calibration (the
+    `calibrate` stage's calibration.json) is optional too: with it the report has a
+    calibration section.
     """
     phase1_dir, phase3_dir = Path(phase1_dir), Path(phase3_dir)
     sources: list[str] = []
@@ -356,7 +383,8 @@ def collect(baselines: str | Path, phase1_dir: str | Path, phase3_dir: str | Pat
         domain_tables.extend(phase4_domain_tables(phase4, path))
         if (phase4_dir / "scaling.json").is_file():
             scaling = parse_scaling(load(phase4_dir / "scaling.json", "phase4"), phase4_dir / "scaling.json")
-    return Report(rows, activation, domain_tables, phase1_curves, phase3_curves, scaling, sources)
+    calibrated = parse_calibration(load(Path(calibration), "calibrate"), calibration) if calibration else []
+    return Report(rows, activation, domain_tables, phase1_curves, phase3_curves, scaling, sources, calibrated)
 
 
 # ----------------------------------------------------------------------------- markdown
@@ -443,9 +471,44 @@ def report_markdown(report: Report, figures: Sequence[str]) -> str:
     if report.scaling:
         lines += ["## Scaling (Phase 4)", "", "One row per policy and sub-agent budget n:", ""]
         lines += scaling_table(report.scaling) + [""]
+    if report.calibration:
+        lines += calibration_lines(report.calibration) + [""]
     lines += ["## Figures", ""]
     lines += [f"![{FIGURES.get(name, name)}](figures/{name})" for name in figures]
     return "\n".join(lines) + "\n"
+
+
+def calibration_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The report's calibration section: per checkpoint and task, its accuracy and expected
+    calibration error on the real split, the fitted temperature's, and the confidence a user can
+    ask for to reach the target accuracy (`aegir annotate --min-confidence P`)."""
+    first = rows[0]
+    real, fit, target = first["real_split"], first["fit_split"], 100 * first["target"]
+
+    def reach(row: Mapping[str, Any]) -> str:
+        hit, best = row["for_accuracy"], row["most_accurate"]
+        if hit:
+            return f"P ≥ {hit['min_confidence']:.2f} keeps {100 * hit['coverage']:.1f} % at {100 * hit['accuracy']:.1f} %"
+        if best:
+            return (f"not reached (best: P ≥ {best['min_confidence']:.2f} keeps {100 * best['coverage']:.1f} % "
+                    f"at {100 * best['accuracy']:.1f} %)")
+        return "not reached"
+
+    lines = [f"## Calibration on `{real}`", "",
+             f"From `results/calibrate/calibration.json` (stage `calibrate`): how far each checkpoint's top-1 "
+             f"confidence can be trusted on `{real}`. ECE is the expected calibration error (the gap between "
+             f"confidence and accuracy, averaged over confidence bins), with the model's own confidences and "
+             f"with one temperature per task fitted on `{fit}`; the last column is the least confidence P at "
+             f"which the kept columns reach {target:.0f} % accuracy, and the share it keeps (`aegir annotate "
+             f"--min-confidence P` prints `unknown` below it). Reliability and coverage figures: "
+             f"[reliability.png](../calibrate/figures/reliability.png), "
+             f"[coverage.png](../calibrate/figures/coverage.png).", "",
+             f"| checkpoint | task | accuracy | ECE, own | T (fitted on `{fit}`) | ECE with T | {target:.0f} % accuracy |",
+             "|---|---|---:|---:|---:|---:|---|"]
+    for row in rows:
+        lines.append(f"| {row['name']} | {row['task'].upper()} | {100 * row['accuracy']:.1f} | {100 * row['ece']:.1f} | "
+                     f"{row['temperature']:.3g} | {100 * row['ece_fitted']:.1f} | {reach(row)} |")
+    return lines
 
 
 def report_gains(report: Report) -> dict:

@@ -1,8 +1,8 @@
 """Stage `report`: the baseline and every phase in one markdown table, with figures.
 
     python -m aegir.stages.report --baselines results/baselines/scores.json \\
-        --phase1 results/phase1 --phase3 results/phase3 [--phase4 results/phase4] --models models \\
-        --out results/report
+        --phase1 results/phase1 --phase3 results/phase3 [--phase4 results/phase4] \\
+        [--calibration results/calibrate/calibration.json] --models models --out results/report
 
 Reads the F1 per split (each stage's scores.json) and the DVCLive curves the earlier stages
 wrote (`aegir.eval.report` lists them) and writes, under --out:
@@ -10,7 +10,8 @@ wrote (`aegir.eval.report` lists them) and writes, under --out:
   report.md       the F1 table (baseline → Phase 1 → Phase 3 control → Phase 3 fused → Phase 4,
                   CTA and CPA micro / macro F1 on every split), Phase 3's routing (activation
                   rate per specialist, overall and per table domain), Phase 4's scaling rows,
-                  links to the figures
+                  with --calibration each model's calibration on `real` (its ECE, the fitted
+                  temperature's, the confidence that reaches 95 % accuracy), links to the figures
   gains.json      micro-F1 gains in points per task and split (fused over control, over Phase 1,
                   over the baseline; each Phase 4 policy over its `never` control)
   best.json       the checkpoint (a directory under --models) that scored best on `real`, its
@@ -41,10 +42,10 @@ from aegir.eval.report import (
 
 
 def write_report(baselines: Path, phase1: Path, phase3: Path, phase4: Path | None, out: Path,
-                 models: Path = Path("models")) -> tuple[dict, dict]:
+                 models: Path = Path("models"), calibration: Path | None = None) -> tuple[dict, dict]:
     """Collect, render, then write `out/` (figures/, report.md, gains.json, best.json); the
     gains and the best checkpoint."""
-    report = collect(baselines, phase1, phase3, phase4)
+    report = collect(baselines, phase1, phase3, phase4, calibration)
     figures = report_figures(report)
     markdown = report_markdown(report, list(figures))
     gains = report_gains(report)
@@ -71,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="phase3's results: scores.json, live/fused, live/control")
     parser.add_argument("--phase4", type=Path, default=None,
                         help="phase4's results (scores.json, optional scaling.json); left out: no Phase 4 rows")
+    parser.add_argument("--calibration", type=Path, default=None,
+                        help="the calibrate stage's calibration.json; left out: no calibration section")
     parser.add_argument("--models", type=Path, default=Path("models"),
                         help="the pipeline's checkpoints (phase1/primary, phase3, phase3/control, phase4): "
                              "best.json names the best of them by its path here")
@@ -78,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="output directory: report.md, gains.json, best.json, figures/")
     args = parser.parse_args(argv)
     try:
-        gains, best = write_report(args.baselines, args.phase1, args.phase3, args.phase4, args.out, args.models)
+        gains, best = write_report(args.baselines, args.phase1, args.phase3, args.phase4, args.out, args.models,
+                                   args.calibration)
     except AegirError as exc:
         parser.exit(2, f"report: error: {exc}\n")
     over_control = gains["fused_minus_control"]
