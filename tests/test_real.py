@@ -240,12 +240,19 @@ def test_the_movies_family_lists_one_year_of_films_as_sites_write_them():
     assert natural_title("Great Escape, The") == "The Great Escape" and natural_title("Man, A") == "A Man"
     assert natural_title("Psycho") == "Psycho" and natural_title("Thea, Thebes") == "Thea, Thebes"
     groups = movies()
-    assert len(groups) == 16 and len({g.key for g in groups}) == 16
+    assert_ranked_year_pages(groups, MOVIES_PER_YEAR, "votes")
     for group in groups:
         films = group.records
-        assert len(films) == MOVIES_PER_YEAR and {f["year"] for f in films} == {int(group.key)}
-        assert [f["votes"] for f in films] == sorted((f["votes"] for f in films), reverse=True)
         assert all(f["votes"] >= 1000 and f["length"] >= 60 and not f["title"].endswith(", The") for f in films)
+
+
+def assert_ranked_year_pages(groups, per_year: int, rank: str) -> None:
+    """16 groups, each one year's `per_year` records (its key the year), by `rank`, largest first."""
+    assert len(groups) == 16 and len({g.key for g in groups}) == 16
+    for group in groups:
+        rows = group.records
+        assert len(rows) == per_year and {r["year"] for r in rows} == {int(group.key)}
+        assert [r[rank] for r in rows] == sorted((r[rank] for r in rows), reverse=True)
 
 
 def test_the_films_family_lists_a_years_top_grossing_films():
@@ -254,11 +261,9 @@ def test_the_films_family_lists_a_years_top_grossing_films():
     from aegir.data.real.sources import FILMS_PER_YEAR, films
 
     groups = films()
-    assert len(groups) == 16 and len({g.key for g in groups}) == 16
+    assert_ranked_year_pages(groups, FILMS_PER_YEAR, "box_office")
     for group in groups:
         rows = group.records
-        assert len(rows) == FILMS_PER_YEAR and {r["year"] for r in rows} == {int(group.key)}
-        assert [r["box_office"] for r in rows] == sorted((r["box_office"] for r in rows), reverse=True)
         assert all(r["length"] >= 60 and (r["cast"] is None or 1 <= len(r["cast"]) <= 3) for r in rows)
 
 

@@ -335,8 +335,8 @@ def test_the_calibration_section_gives_each_models_ece_and_the_confidence_for_95
     assert proc.returncode == 0, proc.stderr
     markdown = (inputs["out"] / "report.md").read_text()
     assert "## Calibration on `real`" in markdown and "](../calibrate/figures/reliability.png)" in markdown
-    assert "| Phase 1 primary | CTA | 78.8 | 8.0 | 0.578 | 11.8 | P ≥ 0.90 keeps 41.2 % at 95.3 % |" in markdown
-    assert "| Phase 4 | CTA | 78.8 | 8.0 | 0.578 | 11.8 | not reached (best: P ≥ 0.95 keeps 30.0 % at 91.0 %) |" in markdown
+    assert "| Phase 1 primary | CTA | 78.8 | 8.0 | 0.578 | 11.8 | P=0.90 keeps 41.2 % at 95.3 % |" in markdown
+    assert "| Phase 4 | CTA | 78.8 | 8.0 | 0.578 | 11.8 | not reached (best: P=0.95 keeps 30.0 % at 91.0 %) |" in markdown
     assert markdown.index("## Calibration") < markdown.index("## Figures")
     # without it, no section; a calibration.json of another shape names the file and the stage
     assert report(argv(inputs)).returncode == 0 and "Calibration" not in (inputs["out"] / "report.md").read_text()

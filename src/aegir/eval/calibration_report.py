@@ -29,6 +29,7 @@ from aegir.eval.calibration import (
     reliability,
     summary,
 )
+from aegir.eval.report import reach_text
 
 FIT_SPLIT = "valid"
 STORED = "stored"  # calibration.json's `distributions` of a checkpoint read wholly from its stored reads
@@ -115,12 +116,7 @@ def summary_lines(content: Mapping) -> list[str]:
         for task in TASKS:
             real = entry["splits"][REAL_SPLIT][task]
             valid = entry["splits"][FIT_SPLIT][task]
-            target = entry[REAL_SPLIT][task]["for_accuracy"]
-            best = entry[REAL_SPLIT][task]["most_accurate"]
-            reach = (f"P={target['min_confidence']:.2f} keeps {100 * target['coverage']:.1f} % at "
-                     f"{100 * target['accuracy']:.1f} %" if target else
-                     f"not reached (best: P={best['min_confidence']:.2f} keeps {100 * best['coverage']:.1f} % at "
-                     f"{100 * best['accuracy']:.1f} %)" if best else "not reached")
+            reach = reach_text(entry[REAL_SPLIT][task]["for_accuracy"], entry[REAL_SPLIT][task]["most_accurate"])
             lines.append(f"calibrate: {path} {task.upper()}: T={entry['temperature'][task]:g}; ECE real "
                          f"{100 * real['before']['ece']:.1f} → {100 * real['after']['ece']:.1f} %, valid "
                          f"{100 * valid['before']['ece']:.1f} → {100 * valid['after']['ece']:.1f} %; "

@@ -478,21 +478,21 @@ def report_markdown(report: Report, figures: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def reach_text(hit: Mapping | None, best: Mapping | None) -> str:
+    """Where a target accuracy is reached on a coverage curve, in words: the least confidence P
+    that reaches it (`for_accuracy`'s row), or the most accurate P when none does
+    (`most_accurate`'s); the calibrate stage prints it, the report tabulates it."""
+    def row(r: Mapping) -> str:
+        return f"P={r['min_confidence']:.2f} keeps {100 * r['coverage']:.1f} % at {100 * r['accuracy']:.1f} %"
+    return row(hit) if hit else f"not reached (best: {row(best)})" if best else "not reached"
+
+
 def calibration_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The report's calibration section: per checkpoint and task, its accuracy and expected
     calibration error on the real split, the fitted temperature's, and the confidence a user can
     ask for to reach the target accuracy (`aegir annotate --min-confidence P`)."""
     first = rows[0]
     real, fit, target = first["real_split"], first["fit_split"], 100 * first["target"]
-
-    def reach(row: Mapping[str, Any]) -> str:
-        hit, best = row["for_accuracy"], row["most_accurate"]
-        if hit:
-            return f"P ≥ {hit['min_confidence']:.2f} keeps {100 * hit['coverage']:.1f} % at {100 * hit['accuracy']:.1f} %"
-        if best:
-            return (f"not reached (best: P ≥ {best['min_confidence']:.2f} keeps {100 * best['coverage']:.1f} % "
-                    f"at {100 * best['accuracy']:.1f} %)")
-        return "not reached"
 
     lines = [f"## Calibration on `{real}`", "",
              f"From `results/calibrate/calibration.json` (stage `calibrate`): how far each checkpoint's top-1 "
@@ -507,7 +507,8 @@ def calibration_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
              "|---|---|---:|---:|---:|---:|---|"]
     for row in rows:
         lines.append(f"| {row['name']} | {row['task'].upper()} | {100 * row['accuracy']:.1f} | {100 * row['ece']:.1f} | "
-                     f"{row['temperature']:.3g} | {100 * row['ece_fitted']:.1f} | {reach(row)} |")
+                     f"{row['temperature']:.3g} | {100 * row['ece_fitted']:.1f} | "
+                     f"{reach_text(row['for_accuracy'], row['most_accurate'])} |")
     return lines
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from babel import Locale
@@ -66,10 +67,14 @@ def _usd(value: Any, locale: str) -> str:
 
 def _english_name_as_local(table: Callable[[Locale], dict[str, str]]) -> Callable[[Any, str], str]:
     """A format that writes an English name (a country, a language, as a source spells it) in the
-    locale's language through its CLDR code; a name CLDR does not know is written as given."""
+    locale's language through its CLDR code; a name CLDR does not know is written as given. The
+    English name → code map is built once, at the first cell."""
+    @cache
+    def codes() -> dict[str, str]:
+        return {name: code for code, name in table(Locale.parse("en")).items()}
+
     def write(value: Any, locale: str) -> str:
-        codes = {name: code for code, name in table(Locale.parse("en")).items()}
-        code = codes.get(value)
+        code = codes().get(value)
         return table(Locale.parse(locale)).get(code, value) if code else str(value)
     return write
 

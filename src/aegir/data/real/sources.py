@@ -75,6 +75,11 @@ def pick_evenly(groups: Sequence[Group], cap: int) -> list[Group]:
     return [groups[(i * len(groups)) // cap] for i in range(cap)]
 
 
+def pages(records: Sequence[Record], size: int = 25) -> list[tuple[Record, ...]]:
+    """`records` as full pages of `size` rows, in order (a last, shorter page is left out)."""
+    return [tuple(records[i * size:(i + 1) * size]) for i in range(len(records) // size)]
+
+
 def chunked_groups(prefix: str, records: Sequence[Record], locale: str | None = None) -> list[Group]:
     """`chunk_rows` as Groups keyed `prefix`, or `prefix-1`, `prefix-2`, … when split."""
     chunks = chunk_rows(records)
@@ -315,8 +320,7 @@ def players() -> list[Group]:
                         "last_name": p[data.player_index_last_name] or None,
                         "active": bool(p[data.player_index_is_active]), "id": p[data.player_index_id]}
                        for p in people), key=lambda r: (r["last_name"] or "", r["first_name"] or "", r["id"]))
-        chunks = [Group(f"{league}-{i}", tuple(rows[i * 25:(i + 1) * 25])) for i in range(len(rows) // 25)]
-        groups += pick_evenly(chunks, cap)
+        groups += pick_evenly([Group(f"{league}-{i}", page) for i, page in enumerate(pages(rows))], cap)
     return groups
 
 
@@ -417,14 +421,16 @@ def films() -> list[Group]:
         parts = [p.strip() for p in (text or "").split(",") if p.strip()]
         return parts[:keep] or None
 
+    def first(text: str | None) -> str | None:
+        return (names(text, 1) or [None])[0]
+
     by_year: dict[int, list[Record]] = defaultdict(list)
     for title, year, rating, runtime, genre, released, director, cast, language, country, box_office, studio, meter in rows:
         by_year[int(year)].append({
             "title": title, "year": int(year), "mpaa": rating or None, "length": int(runtime),
             "genres": names(genre), "released": dt.date.fromisoformat(released) if released else None,
-            "director": director or None, "cast": names(cast, 3), "language": (names(language) or [None])[0],
-            "country": (names(country) or [None])[0], "box_office": int(box_office),
-            "studio": (names(studio) or [None])[0], "meter": meter})
+            "director": director or None, "cast": names(cast, 3), "language": first(language),
+            "country": first(country), "box_office": int(box_office), "studio": first(studio), "meter": meter})
     groups = [Group(str(year), tuple(films_[:FILMS_PER_YEAR])) for year, films_ in sorted(by_year.items())
               if year in FILM_YEARS and len(films_) >= FILMS_PER_YEAR]
     return pick_evenly(groups, 16)
@@ -436,8 +442,7 @@ def passengers() -> list[Group]:
     with bokeh_file("titanic_all.csv").open(encoding="utf-8", newline="") as f:
         rows = [{"name": r["name"], "class": r["class"], "age": float(r["age"]) if r["age"] else None,
                  "sex": r["sex"], "survived": r["survived"] == "1"} for r in csv.DictReader(f)]
-    chunks = [Group(str(i + 1), tuple(rows[i * 25:(i + 1) * 25])) for i in range(len(rows) // 25)]
-    return pick_evenly(chunks, 16)
+    return pick_evenly([Group(str(i + 1), page) for i, page in enumerate(pages(rows))], 16)
 
 
 def sprinters() -> list[Group]:
