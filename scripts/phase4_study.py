@@ -115,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--since", metavar="REV", help="only experiments run on REV or a later commit "
                         "(the ones on older commits ran other code or data)")
     args = parser.parse_args(argv)
+    if args.since and subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{args.since}^{{commit}}"], cwd=ROOT,
+                                     capture_output=True).returncode != 0:
+        parser.error(f"--since {args.since}: not a commit of this repository")
     params = yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))["phase4"]
     runs = {(int(params["seed"]), str(params["step_cost"])): read_scores(None)}
     for name, commit in experiments(args.since):

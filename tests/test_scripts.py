@@ -61,6 +61,9 @@ def test_phase4_study_reads_only_experiments_named_by_seed_and_cost():
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     if head:  # a git checkout: a commit counts as run since itself; a listing without a baseline never does
         assert study.is_ancestor("HEAD", head) and not study.is_ancestor(head, None)
+        with pytest.raises(SystemExit) as exit_info:  # an unknown --since is refused before dvc is asked
+            study.main(["--since", "no-such-commit-xyz"])
+        assert exit_info.value.code == 2
 
 
 def test_lofo_names_each_real_tables_family_and_pairs_seeds():
