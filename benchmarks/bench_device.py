@@ -10,8 +10,13 @@ Phase 1 (`aegir.train.supervised`) steps it on a device (`whole_batch_step` unde
 recurrence and the EMA stay in fp32 under bf16: `aegir.model.ops.precision`). After 3
 warm-up steps, `--steps` steps are timed with the device synchronised before each clock read.
 Prints, per row: parameters, median ms per step, real (non-padding) bytes per second, tables
-per second, peak device memory; and the GPU's bf16 matmul rate measured in the same run, for
-scale. Runs on the CPU too (`--device cpu`), where bf16 autocast is slow and only a check.
+per second, peak device memory, which wkv ran (`fla` on CUDA with the `gpu` extra, else
+`chunked`; AEGIR_FLA=0 forces `chunked`, for a comparison in two runs) and an upper bound of the
+model's arithmetic rate: 6 × dense parameters (without the hashed n-gram rows and the byte
+embedding, which are looked up, not multiplied) × real bytes per second, as if every layer read
+every byte (the main stack reads chunks, so the true rate is lower); beside it its share of the
+GPU's bf16 matmul rate, measured in the same run. Runs on the CPU too (`--device cpu`), where
+bf16 autocast is slow and only a check.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from aegir.config import load_params
 from aegir.data.batch import Batch
 from aegir.data.dataset import collate, load_examples
 from aegir.model.network import AegirModel
+from aegir.model.ops import wkv_fla
 from aegir.train.setup import make_optimizer, model_config
 from aegir.train.step import whole_batch_step
 
@@ -54,6 +60,12 @@ def matmul_tflops(device: torch.device, dtype: torch.dtype, n: int = 8192, repea
         synchronize(device)
         best = min(best, time.perf_counter() - start)
     return 2 * n**3 / best / 1e12
+
+
+def dense_parameters(model: AegirModel) -> int:
+    """Parameters that take part in products: all but the n-gram table and the byte embedding."""
+    looked_up = {id(p) for p in (*model.ngram_embed.parameters(), *model.embed.parameters())}
+    return sum(p.numel() for p in model.parameters() if id(p) not in looked_up)
 
 
 def training_batch(data: Path, batch_size: int, length: int) -> Batch:
@@ -110,7 +122,9 @@ def main() -> None:
     device = torch.device(args.device)
     params = load_params(args.params)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"device {name}, torch {torch.__version__}")
+    wkv = "fla" if device.type == "cuda" and wkv_fla.available() else "chunked"
+    print(f"device {name}, torch {torch.__version__}, wkv {wkv}"
+          + (f" (fla: {wkv_fla.failure()})" if device.type == "cuda" and wkv == "chunked" else ""))
     peak = matmul_tflops(device, torch.bfloat16) if device.type == "cuda" else None
     if peak is not None:
         print(f"bf16 8192³ matmul: {peak:.0f} TFLOP/s")
@@ -127,20 +141,25 @@ def main() -> None:
                     torch.cuda.reset_peak_memory_stats(device)
                 times = time_steps(model, optimizer, batch, DTYPES[precision], device, args.steps)
                 seconds = statistics.median(times)
+                dense = dense_parameters(model)
+                tflops = 6 * dense * real_bytes / seconds / 1e12
                 row = {"preset": preset, "precision": precision, "batch_size": batch_size,
                        "stream_bytes": tuple(batch.byte_ids.shape)[1], "parameters": model.num_parameters(),
                        "ms_per_step": round(1000 * seconds, 1), "bytes_per_s": round(real_bytes / seconds),
-                       "tables_per_s": round(batch_size / seconds, 1),
+                       "tables_per_s": round(batch_size / seconds, 1), "wkv": wkv,
+                       "dense_parameters": dense, "tflops_bound": round(tflops, 3),
+                       "share_of_bf16_peak": round(tflops / peak, 5) if peak else None,
                        "peak_memory_gib": (round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
                                            if device.type == "cuda" else None)}
                 rows.append(row)
                 print(f"  {preset:6s} {precision:5s} batch {batch_size:3d} × {row['stream_bytes']} bytes  "
                       f"{row['parameters']:>12,} params  {row['ms_per_step']:8.1f} ms/step  "
                       f"{row['bytes_per_s']:>10,} bytes/s  {row['tables_per_s']:7.1f} tables/s"
-                      + (f"  {row['peak_memory_gib']:.2f} GiB" if row["peak_memory_gib"] is not None else ""))
+                      + (f"  {row['peak_memory_gib']:.2f} GiB" if row["peak_memory_gib"] is not None else "")
+                      + f"  ≤ {tflops:.3f} TFLOP/s" + (f" ({100 * tflops / peak:.2f} % of bf16 peak)" if peak else ""))
                 del model, optimizer
     if args.json:
-        args.json.write_text(json.dumps({"device": name, "torch": torch.__version__,
+        args.json.write_text(json.dumps({"device": name, "torch": torch.__version__, "wkv": wkv,
                                          "bf16_matmul_tflops": peak, "rows": rows}, indent=2) + "\n")
 
 

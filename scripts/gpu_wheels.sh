@@ -10,7 +10,7 @@ set -eu
 out=${1:-.whl}
 packages="dvclive dvc dvc-render dvc-studio-client dvc-data dvc-http dvc-objects funcy flatten-dict pydot
   ruamel.yaml voluptuous wcwidth atpublic diskcache dpath dulwich flufl.lock orjson pygtrie scmrepo sqltrie
-  zc.lockfile zstandard platformdirs Faker mimesis"
+  zc.lockfile zstandard platformdirs Faker mimesis fla-core einops"
 pins=""
 for p in $packages; do
     v=$(python3 -m pip show "$p" 2>/dev/null | awk '/^Version/{print $2}')

@@ -32,6 +32,7 @@ Triton's interpreter (TRITON_INTERPRET=1) at tiny shapes, and on CUDA where ther
 
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 
@@ -40,6 +41,7 @@ import torch
 from aegir.model.ops.precision import float32_op
 from aegir.model.ops.wkv import _check_shapes, _log_decay, wkv_chunked
 
+SWITCH = "AEGIR_FLA"  # set to 0 to keep CUDA on the chunked form (a comparison, a suspected kernel bug)
 FUSED_MAX_T = 64  # no-gradient calls up to this length take fla's fused recurrent kernel
 MAX_KEY_SIZE = 256  # fla's chunked kernels keep a (K, ·) block of the state in one program
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # computed in float32 (`float32_op`)
@@ -52,11 +54,15 @@ _ops: tuple | None = None  # (chunk_rwkv7, fused_recurrent_rwkv7)
 
 def _kernels() -> tuple | None:
     """fla's two RWKV-7 functions, imported on first use (fla's import takes seconds and
-    initialises Triton), or None when fla or Triton does not import (`failure()` says why)."""
+    initialises Triton), or None when fla or Triton does not import or the environment sets
+    AEGIR_FLA=0 (`failure()` says why). Read once per process."""
     global _checked, _failure, _ops
     with _lock:
         if not _checked:
             _checked = True
+            if os.environ.get(SWITCH, "1").strip() == "0":
+                _failure = f"{SWITCH}=0 turns the fla path off"
+                return None
             try:
                 import triton  # noqa: F401  (fla needs it; its absence is the usual failure)
                 from fla.ops.rwkv7 import chunk_rwkv7, fused_recurrent_rwkv7
@@ -129,4 +135,4 @@ def wkv_fla(
     return out, final_state
 
 
-__all__ = ["FUSED_MAX_T", "MAX_KEY_SIZE", "available", "failure", "takes", "wkv_fla"]
+__all__ = ["FUSED_MAX_T", "MAX_KEY_SIZE", "SWITCH", "available", "failure", "takes", "wkv_fla"]
