@@ -88,3 +88,51 @@ def test_lofo_names_each_real_tables_family_and_pairs_seeds():
     text = lofo.markdown(table, {"airports"})
     assert "| airports (motivated) | 10 | 81.00 | 83.50 | +2.50 [+1.00, +4.00] | 0 | | | |" in text
     assert text.startswith("| family | CTA n |") and lofo.markdown(table, set(), by="domain").startswith("| domain |")
+
+
+def test_ladder_rule_passes_through_both_tuned_schedules_and_grows_monotonically():
+    from aegir.train.ladder import schedule
+
+    assert schedule(96).overrides() == {"phase1.lr": 0.003, "phase1.warmup_steps": 30, "primary.epochs": 1}
+    assert schedule(256).overrides() == {"phase1.lr": 0.0015, "phase1.warmup_steps": 100, "primary.epochs": 2}
+    widths = [32, 64, 96, 128, 256, 512]
+    rules = [schedule(d) for d in widths]
+    assert all(a.lr > b.lr and a.warmup_steps <= b.warmup_steps and a.epochs <= b.epochs
+               for a, b in zip(rules, rules[1:]))
+    for bad in (0, -4, 96.5, "96"):
+        with pytest.raises(ValueError, match="d_model"):
+            schedule(bad)
+
+
+def test_ladder_params_put_every_agent_on_the_preset_and_the_rule(tmp_path):
+    import yaml
+
+    ladder = load_script("ladder")
+    base = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params = ladder.preset_params(base, "mid")
+    assert params["primary"] == {**base["primary"], "preset": "mid", "epochs": 2}
+    assert {agent["preset"] for agent in params["specialists"].values()} == {"mid"}
+    assert (params["phase1"]["lr"], params["phase1"]["warmup_steps"], params["phase1"]["checkpoint_every"]) == (0.00245, 43, 0)
+    assert base["primary"]["preset"] == "cpu"  # the base is left alone
+    # the `cpu` rung is params.yaml's own Phase 1 (less the resume states): the pipeline's primary
+    cpu = ladder.preset_params(base, "cpu")
+    assert {k: v for k, v in cpu["phase1"].items() if k != "checkpoint_every"} == \
+        {k: v for k, v in base["phase1"].items() if k != "checkpoint_every"}
+    proc = subprocess.run(["python", str(ROOT / "scripts" / "ladder.py"), "--presets", "tiny", "huge",
+                           "--root", str(tmp_path), "--data", str(ROOT / "data" / "prepared")],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode != 0 and ("huge not in" in proc.stderr or "no prepared data" in proc.stderr)
+
+
+def test_ladder_names_every_place_a_larger_preset_scores_below_the_one_under_it():
+    ladder = load_script("ladder")
+
+    def rung(name: str, f1: float, real: float) -> dict:
+        micro = {task: dict.fromkeys(ladder.SPLITS, f1) for task in ("cta", "cpa")}
+        micro["cta"]["real"] = real
+        return {"preset": name, "micro_f1": micro,
+                "mean": {task: round(sum(micro[task].values()) / len(ladder.SPLITS), 2) for task in ("cta", "cpa")}}
+
+    rows = [rung("tiny", 80.0, 70.0), rung("small", 90.0, 75.0), rung("cpu", 91.0, 74.0)]
+    assert ladder.inversions(rows) == ["cpu < small: CTA real 74.00 < 75.00"]
+    assert ladder.inversions(rows[:2]) == []

@@ -482,3 +482,31 @@ def test_town_lists_name_their_subject_as_addresses_name_localities():
              and t.num_rows >= 5 and {"Country", "Number", "CoordinateAT"} & set(t.cta)
              and all(not any(d in cell.lower() for d in decorations) for cell in t.columns[0] if cell)]
     assert len(lists) >= 2
+
+
+def test_policy_train_tables_take_the_configured_ways_of_drawing_in_turn():
+    from aegir.config import POLICY_TRAIN_SPLIT
+    from aegir.data.synth.generator import drawn_as
+    from aegir.errors import ConfigError
+
+    default = SyntheticConfig(policy_train_tables=40)
+    assert [drawn_as(default, POLICY_TRAIN_SPLIT, i) for i in range(3)] == ["train"] * 3
+    mixed = SyntheticConfig(policy_train_tables=40, policy_train_styles=("natural", "missing_values"))
+    assert [drawn_as(mixed, POLICY_TRAIN_SPLIT, i) for i in range(4)] == ["train", "missing_values"] * 2
+    assert drawn_as(mixed, "test", 1) == "test"  # no other split changes
+    # the natural tables are the default's, byte for byte; the others are other tables, drawn as
+    # missing_values draws them: far more missing cells
+    for i in (0, 2, 4):
+        assert generate_table(mixed, POLICY_TRAIN_SPLIT, i) == generate_table(default, POLICY_TRAIN_SPLIT, i)
+
+    def missing_share(cfg, indices):
+        cells = [cell for i in indices for column in generate_table(cfg, POLICY_TRAIN_SPLIT, i).columns[1:]
+                 for cell in column]
+        return sum(is_missing(cell) for cell in cells) / len(cells)
+
+    odd = range(1, 40, 2)
+    assert missing_share(mixed, odd) > 3 * missing_share(default, odd)
+    with pytest.raises(ConfigError, match="synthetic.policy_train_styles"):
+        SyntheticConfig(policy_train_styles=("natural", "wide"))
+    with pytest.raises(ConfigError, match="synthetic.policy_train_styles"):
+        SyntheticConfig(policy_train_styles=())

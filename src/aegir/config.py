@@ -79,8 +79,16 @@ class SyntheticConfig:
     wide_train_tables: int = 64  # tables of the same kind in SWARM_TRAIN_SPLIT (Phase 4's training only)
     specialist_train_tables: int = 0  # tables of SPECIALIST_TRAIN_SPLIT (the specialists' training only)
     policy_train_tables: int = 0  # tables of POLICY_TRAIN_SPLIT (Phase 4's policy and merge only)
+    # how POLICY_TRAIN_SPLIT's tables are drawn, in turn by index: "natural" (as `train`), or as
+    # the harder evaluation splits draw theirs ("corner_cases", "missing_values",
+    # "format_heterogeneity"), other tables all the same (the split's name is in every seed)
+    policy_train_styles: tuple[str, ...] = ("natural",)
 
     def __post_init__(self) -> None:
+        known = ("natural", "corner_cases", "missing_values", "format_heterogeneity")
+        check_config(len(self.policy_train_styles) >= 1 and all(s in known for s in self.policy_train_styles),
+                     "synthetic.policy_train_styles",
+                     f"expected a non-empty list of {', '.join(known)}, got {list(self.policy_train_styles)}")
         check_config(1 <= self.wide_tables <= 10_000_000, "synthetic.wide_tables", f"must be ≥ 1, got {self.wide_tables}")
         check_config(1 <= self.wide_train_tables <= 10_000_000, "synthetic.wide_train_tables",
                      f"must be ≥ 1, got {self.wide_train_tables}")

@@ -23,6 +23,10 @@ nothing carries over from the previous table. The splits differ only in how tabl
   a wide table repeats properties it already shows, each repeat with its own format and case
   (a price in two notations, a second date column): labels still from the vocabulary, and a
   repeated CPA label is the same relation written twice.
+* `policy_train` (Phase 4's policy and merge only): drawn as `train` by default; with
+  `synthetic.policy_train_styles` its tables take the given ways in turn (e.g. natural, corner
+  cases, missing values, mixed formats), so Phase 4 learns on hard tables too, never on an
+  evaluation split's own tables.
 * `wide_train` (`generate_wide(cfg, SWARM_TRAIN_SPLIT)`): more tables drawn as `wide` is,
   other tables (the split name is in every seed), on which only Phase 4's spawning policy and
   merge train.
@@ -34,7 +38,7 @@ import random
 from dataclasses import dataclass
 from functools import lru_cache
 
-from aegir.config import SOURCE_SPLITS, SWARM_TRAIN_SPLIT, SyntheticConfig
+from aegir.config import POLICY_TRAIN_SPLIT, SOURCE_SPLITS, SWARM_TRAIN_SPLIT, SyntheticConfig
 from aegir.data.table import Table
 from aegir.errors import AegirError, ConfigError
 from aegir.labels import cpa_vocab, cta_vocab
@@ -220,12 +224,23 @@ def _domain_order(seed: int, split: str) -> tuple[str, ...]:
     return tuple(order)
 
 
+def drawn_as(cfg: SyntheticConfig, split: str, index: int) -> str:
+    """The split whose way of drawing tables table `index` of `split` follows: itself, except
+    `policy_train`, whose tables take `synthetic.policy_train_styles` in turn ("natural" = `train`)."""
+    if split != POLICY_TRAIN_SPLIT:
+        return split
+    style = cfg.policy_train_styles[index % len(cfg.policy_train_styles)]
+    return "train" if style == "natural" else style
+
+
 def generate_table(cfg: SyntheticConfig, split: str, index: int) -> Table:
-    """Table `index` of `split`: a pure function of (cfg, split, index)."""
+    """Table `index` of `split`: a pure function of (cfg, split, index). Seeds and ids come from
+    `split`; how the table is drawn from `drawn_as` (only `policy_train` differs)."""
     domain = DOMAINS[_domain_order(cfg.seed, split)[index % len(DOMAIN_NAMES)]]
     layout = random.Random(derive_seed(cfg.seed, split, index, "layout"))
     locale = cfg.locales[layout.randrange(len(cfg.locales))]
-    hard = split == "corner_cases"
+    style = drawn_as(cfg, split, index)
+    hard = style == "corner_cases"
     ctx = make_context(locale, derive_seed(cfg.seed, split, index, "values"), hard=hard,
                        cue_rate=HARD_CUE_RATE if hard else layout.choice(CUE_RATES))
     rng = ctx.rng
@@ -247,11 +262,11 @@ def generate_table(cfg: SyntheticConfig, split: str, index: int) -> Table:
         props = natural_order(props)
 
     tokens = tuple(rng.sample(MISSING_TOKENS, rng.choice((1, 1, 2))))
-    rates = _missing_rates(rng, cfg, split, len(props) + 1)
+    rates = _missing_rates(rng, cfg, style, len(props) + 1)
     specs = [(subject_cta, None, schema.subject)] + [_variant(ctx, p) for p in props]
     plans = []
     for (cta, cpa, kind), rate in zip(specs, rates):
-        mixed = kind.mixable and (split == "format_heterogeneity" or rng.random() < cfg.heterogeneity_rate)
+        mixed = kind.mixable and (style == "format_heterogeneity" or rng.random() < cfg.heterogeneity_rate)
         plans.append(ColumnPlan(cta, cpa, kind, plan_formats(ctx, kind, mixed), rate, tokens, plan_case(rng, kind)))
 
     columns = _fill(ctx, plans, n_rows)
