@@ -62,12 +62,6 @@ def matmul_tflops(device: torch.device, dtype: torch.dtype, n: int = 8192, repea
     return 2 * n**3 / best / 1e12
 
 
-def dense_parameters(model: AegirModel) -> int:
-    """Parameters that take part in products: all but the n-gram table and the byte embedding."""
-    looked_up = {id(p) for p in (*model.ngram_embed.parameters(), *model.embed.parameters())}
-    return sum(p.numel() for p in model.parameters() if id(p) not in looked_up)
-
-
 def training_batch(data: Path, batch_size: int, length: int) -> Batch:
     """The `batch_size` longest prepared training tables, or random tables of `length` bytes."""
     if (data / "train.parquet").exists():
@@ -141,7 +135,7 @@ def main() -> None:
                     torch.cuda.reset_peak_memory_stats(device)
                 times = time_steps(model, optimizer, batch, DTYPES[precision], device, args.steps)
                 seconds = statistics.median(times)
-                dense = dense_parameters(model)
+                dense = model.num_dense_parameters()
                 tflops = 6 * dense * real_bytes / seconds / 1e12
                 row = {"preset": preset, "precision": precision, "batch_size": batch_size,
                        "stream_bytes": tuple(batch.byte_ids.shape)[1], "parameters": model.num_parameters(),

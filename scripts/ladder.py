@@ -36,11 +36,6 @@ SPLITS = ("valid", "test", "corner_cases", "missing_values", "format_heterogenei
 TASKS = ("cta", "cpa")
 
 
-def dense_parameters(model: AegirModel) -> int:
-    looked_up = {id(p) for p in (*model.ngram_embed.parameters(), *model.embed.parameters())}
-    return sum(p.numel() for p in model.parameters() if id(p) not in looked_up)
-
-
 def preset_params(base: dict, preset: str) -> dict:
     """params.yaml's content with `preset` as the primary's, on the rule's schedule."""
     params = json.loads(json.dumps(base))
@@ -79,7 +74,7 @@ def row(preset: str, out: Path, base: dict) -> dict:
     wall = json.loads((out / "results" / "wall.json").read_text())
     f1 = {task: {split: scores[task][split]["micro_f1"] for split in SPLITS} for task in TASKS}
     rule = schedule(int(base["presets"][preset]["d_model"]))
-    return {"preset": preset, "parameters": model.num_parameters(), "dense_parameters": dense_parameters(model),
+    return {"preset": preset, "parameters": model.num_parameters(), "dense_parameters": model.num_dense_parameters(),
             "lr": rule.lr, "warmup_steps": rule.warmup_steps, "epochs": rule.epochs, "steps": scores["steps"],
             "minutes": sum(wall["minutes"].values()), "micro_f1": f1,
             "mean": {task: round(sum(f1[task].values()) / len(SPLITS), 2) for task in TASKS}}

@@ -282,6 +282,8 @@ def test_presets_build_and_have_expected_sizes():
         model = AegirModel(preset(name))
         sizes[name] = model.num_parameters()
         dense[name] = sizes[name] - model.ngram_embed.table.weight.numel()  # the n-gram table is a lookup
+        # num_dense_parameters leaves out the byte embedding too: both are lookups, not products
+        assert model.num_dense_parameters() == dense[name] - model.embed.weight.numel()
     assert dense["tiny"] < dense["cpu"] < 1_000_000  # what a step multiplies: trains on 2 cores
     assert sizes["tiny"] < sizes["cpu"] < 10_000_000
     with torch.device("meta"):  # no memory for the big one

@@ -262,6 +262,12 @@ class AegirModel(nn.Module):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
+    def num_dense_parameters(self) -> int:
+        """Parameters that take part in products: all but the hashed n-gram rows and the byte
+        embedding, which are looked up (throughput bounds, the scale ladder)."""
+        looked_up = {id(p) for p in (*self.ngram_embed.parameters(), *self.embed.parameters())}
+        return sum(p.numel() for p in self.parameters() if id(p) not in looked_up)
+
     def set_naive_wkv(self, naive: bool) -> None:
         """Run every recurrence through the reference loop (tests) or the chunked form."""
         for stack in (self.encoder, self.main, self.decoder):
