@@ -5,7 +5,7 @@
 #      tests (tests/test_cuda.py); where the fla tests fail, the steps below run with AEGIR_FLA=0
 #      (the chunked wkv), so a wrong kernel cannot train the models;
 #   2. the whole training pipeline with the `gpu` preset for every agent and its schedule
-#      (docs/gpu.md) through phase3 on one GPU (scripts/device_pipeline.py,
+#      (the ladder's rule, aegir.train.ladder; docs/gpu.md) through phase3 on one GPU (scripts/device_pipeline.py,
 #      workflow/accelerate/gpu1.yaml, the specialists at once after the primary);
 #   3. the training-throughput benchmark (benchmarks/bench_device.py) of the `cpu` and `gpu`
 #      presets in bf16, once on fla and once with AEGIR_FLA=0.
@@ -51,7 +51,10 @@ timeout 100 python3 -m pytest -q -n 0 -p no:cacheprovider tests/test_cuda.py 2>&
 echo "== pipeline, gpu preset, through phase3 ($(left) s left)"
 rm -rf runs/gpu
 sets="--set primary.preset=gpu --set specialists.places.preset=gpu --set specialists.media.preset=gpu"
-sets="$sets --set phase1.lr=0.0015 --set phase1.warmup_steps=100 --set primary.epochs=2"
+# the gpu preset's schedule from the ladder's rule (aegir.train.ladder: lr 0.0015, 100 warm-up steps, 2 epochs)
+sets="$sets $(python3 -c 'from aegir.config import load_params; from aegir.train.ladder import schedule
+rule = schedule(int(load_params("params.yaml").presets["gpu"]["d_model"]))
+print(" ".join(f"--set {key}={value}" for key, value in rule.overrides().items()))')" || exit 1
 # shellcheck disable=SC2086
 timeout "$(limit 70)" python3 scripts/device_pipeline.py --root runs/gpu --agents-together $sets \
     --set launch.accelerate_config=workflow/accelerate/gpu1.yaml \

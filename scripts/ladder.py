@@ -27,24 +27,26 @@ from pathlib import Path
 import yaml
 
 from aegir import atomic
-from aegir.config import load_params, parse_params
+from aegir.config import SPLITS as ALL_SPLITS
+from aegir.config import TRAIN_SPLIT, load_params, parse_params
+from aegir.eval.report import TASKS
 from aegir.model.network import AegirModel
 from aegir.train.ladder import schedule
 from aegir.train.setup import model_config
 
-SPLITS = ("valid", "test", "corner_cases", "missing_values", "format_heterogeneity", "real", "wide")
-TASKS = ("cta", "cpa")
+SPLITS = tuple(split for split in ALL_SPLITS if split != TRAIN_SPLIT)  # the ones phase1 scores
 
 
 def preset_params(base: dict, preset: str) -> dict:
     """params.yaml's content with `preset` as the primary's, on the rule's schedule."""
     params = json.loads(json.dumps(base))
-    rule = schedule(int(params["presets"][preset]["d_model"]))
     params["primary"]["preset"] = preset
     for agent in params.get("specialists", {}).values():  # not trained here; an `init: primary` one must match
         agent["preset"] = preset
-    params["primary"]["epochs"] = rule.epochs
-    params["phase1"].update(lr=rule.lr, warmup_steps=rule.warmup_steps, checkpoint_every=0)
+    for key, value in schedule(int(params["presets"][preset]["d_model"])).overrides().items():
+        section, leaf = key.split(".")
+        params[section][leaf] = value
+    params["phase1"]["checkpoint_every"] = 0
     parse_params(params)  # every key checked before any work
     return params
 
@@ -67,15 +69,16 @@ def train(preset: str, base: dict, root: Path, data: Path) -> Path:
     return out
 
 
-def row(preset: str, out: Path, base: dict) -> dict:
+def row(preset: str, out: Path) -> dict:
+    """One rung's figures, its schedule as the params it trained with say."""
     params = load_params(out / "params.yaml")
     model = AegirModel(model_config(params, preset))
     scores = json.loads((out / "results" / "scores.json").read_text())
     wall = json.loads((out / "results" / "wall.json").read_text())
     f1 = {task: {split: scores[task][split]["micro_f1"] for split in SPLITS} for task in TASKS}
-    rule = schedule(int(base["presets"][preset]["d_model"]))
     return {"preset": preset, "parameters": model.num_parameters(), "dense_parameters": model.num_dense_parameters(),
-            "lr": rule.lr, "warmup_steps": rule.warmup_steps, "epochs": rule.epochs, "steps": scores["steps"],
+            "lr": params.phase1.lr, "warmup_steps": params.phase1.warmup_steps, "epochs": params.primary.epochs,
+            "steps": scores["steps"],
             "minutes": sum(wall["minutes"].values()), "micro_f1": f1,
             "mean": {task: round(sum(f1[task].values()) / len(SPLITS), 2) for task in TASKS}}
 
@@ -134,7 +137,7 @@ def main() -> None:
     unknown = [p for p in args.presets if p not in base.get("presets", {})]
     if unknown:
         raise SystemExit(f"--presets: {', '.join(unknown)} not in {args.params} (known: {', '.join(base['presets'])})")
-    rows = [row(preset, train(preset, base, args.root, args.data), base) for preset in args.presets]
+    rows = [row(preset, train(preset, base, args.root, args.data)) for preset in args.presets]
     print(f"\n{'preset':6s} {'params':>11s} {'dense':>10s} {'lr':>8s} {'warm':>4s} {'ep':>2s} {'min':>6s}  "
           + "  ".join(f"{s[:6]:>6s}" for s in SPLITS) + "    mean")
     for task in TASKS:
