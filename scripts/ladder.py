@@ -133,8 +133,13 @@ def main() -> None:
     args = parser.parse_args()
     if not (args.data / "train.parquet").exists():
         raise SystemExit(f"{args.data}: no prepared data (run `dvc repro prepare` first)")
-    base = yaml.safe_load(args.params.read_text())
-    unknown = [p for p in args.presets if p not in base.get("presets", {})]
+    try:
+        base = yaml.safe_load(args.params.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise SystemExit(f"{args.params}: cannot read the params ({exc})") from None
+    if not isinstance(base, dict) or not isinstance(base.get("presets"), dict):
+        raise SystemExit(f"{args.params}: not a params.yaml (no `presets` section)")
+    unknown = [p for p in args.presets if p not in base["presets"]]
     if unknown:
         raise SystemExit(f"--presets: {', '.join(unknown)} not in {args.params} (known: {', '.join(base['presets'])})")
     rows = [row(preset, train(preset, base, args.root, args.data)) for preset in args.presets]

@@ -122,6 +122,16 @@ def test_ladder_params_put_every_agent_on_the_preset_and_the_rule(tmp_path):
                            "--root", str(tmp_path), "--data", str(ROOT / "data" / "prepared")],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode != 0 and ("huge not in" in proc.stderr or "no prepared data" in proc.stderr)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.parquet").write_bytes(b"")  # past the data check, to the params'
+    for text, says in (("x: 1\n", "not a params.yaml (no `presets` section)"), ("a: [\n", "cannot read the params")):
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(text)
+        proc = subprocess.run(["python", str(ROOT / "scripts" / "ladder.py"), "--params", str(bad), "--root",
+                               str(tmp_path / "runs"), "--data", str(tmp_path / "data")],
+                              capture_output=True, text=True, cwd=ROOT)
+        assert proc.returncode != 0 and f"{bad}: {says}" in proc.stderr
+        assert not (tmp_path / "runs").exists()  # nothing written
 
 
 def test_ladder_names_every_place_a_larger_preset_scores_below_the_one_under_it():
