@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -124,6 +125,38 @@ def test_a_specialist_starts_from_the_primary_and_is_scored_beside_it(tiny_setup
         assert set(scores["in_domain_margin"][task]) == set(scores["in_domain"][task])
         for split, margin in scores["in_domain_margin"][task].items():
             assert margin == round(scores["in_domain"][task][split]["micro_f1"] - afresh[task][split]["micro_f1"], 4)
+
+
+def test_a_specialist_whose_own_tables_changed_trains_again_instead_of_resuming(tiny_setup):
+    """The run of a specialist names `specialist_train` (which the primary's run does not read):
+    after the split changes (here: drawn with hard styles too), the specialist's saved end is
+    another run's, so it trains from step 0 on the new tables; unchanged, it resumes at its end."""
+    root = tiny_setup
+    if not (root / "spec/models/places/config.json").is_file():
+        pytest.skip("needs the specialist of test_a_specialist_starts_from_the_primary_and_is_scored_beside_it")
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["synthetic"]["specialist_train_styles"] = ["natural", "corner_cases"]
+    (root / "params_hard.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    subprocess.run([sys.executable, "-m", "aegir.stages.prepare", "--params", "params_hard.yaml", "--out", "data_hard",
+                    "--stats", "stats_hard.json", "--metrics", "metrics_hard.json"], cwd=root, env=tool_env(ROOT),
+                   check=True, capture_output=True)
+    for split in ("train", "valid", "test", "real"):  # only the specialists' own split moved
+        assert (root / "data" / f"{split}.parquet").read_bytes() == (root / "data_hard" / f"{split}.parquet").read_bytes()
+    assert (root / "data/specialist_train.parquet").read_bytes() != (root / "data_hard/specialist_train.parquet").read_bytes()
+
+    def run(data: str) -> str:
+        cmd = [sys.executable, "-m", "aegir.stages.phase1", "--agent", "places", "--params", "params.yaml", "--data",
+               data, "--out", "spec/models/places", "--metrics", "spec/metrics/places", "--state", "spec/state/places"]
+        proc = subprocess.run(cmd, cwd=root, env=tool_env(ROOT), capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout + proc.stderr
+
+    before = (root / "spec/models/places/model.safetensors").read_bytes()
+    assert re.search(r"resuming places at step (\d+)/\1\b", run("data"))  # at its end
+    assert (root / "spec/models/places/model.safetensors").read_bytes() == before
+    log = run("data_hard")
+    assert "resuming places" not in log
+    assert (root / "spec/models/places/model.safetensors").read_bytes() != before
 
 
 def phase1_cmd(run: str, agent: str = "primary") -> list[str]:

@@ -26,6 +26,7 @@ from accelerate.utils import gather_object
 from aegir import atomic
 from aegir.config import (
     EVAL_SPLITS,
+    SPECIALIST_TRAIN_SPLIT,
     SPLITS,
     AgentConfig,
     Params,
@@ -104,14 +105,18 @@ def train_agent(agent_name: str, params: Params, data_dir: Path, out_dir: Path, 
     if cfg.max_steps:
         total_steps = min(total_steps, cfg.max_steps)
 
-    data_print = data_fingerprint(data_dir, SPLITS)
+    data_print = data_fingerprint(data_dir, SPLITS)  # `train` and the scored splits
+    # and `specialist_train` where the agent trains on it: a change there restarts the agent
+    # (its run's fingerprint) instead of resuming the end of its run on the old tables
+    extra_print = {"specialist_train": data_fingerprint(data_dir, (SPECIALIST_TRAIN_SPLIT,))} if agent.extra_tables else {}
     # one CPU process: each step's shards, and evaluation, run in parallel threads, one per
     # intra-op thread torch was given (aegir.train.step); the count changes float rounding, so
     # it is part of the run
     threads = worker_threads(accelerator)
     model, init_print = initial_model(agent, mcfg, out_dir.parent)
     run_print = fingerprint({"agent": asdict(agent), "phase1": asdict(cfg), "model": asdict(mcfg),
-                             "data": data_print, "processes": accelerator.num_processes, "workers": threads,
+                             "data": data_print, **extra_print, "processes": accelerator.num_processes,
+                             "workers": threads,
                              **({"init": init_print} if init_print else {})})
     # what the steps train: the model, or the model and the gates through which the frozen
     # model it starts from reads its states (aegir.train.seam)
