@@ -510,3 +510,29 @@ def test_policy_train_tables_take_the_configured_ways_of_drawing_in_turn():
         SyntheticConfig(policy_train_styles=("natural", "wide"))
     with pytest.raises(ConfigError, match="synthetic.policy_train_styles"):
         SyntheticConfig(policy_train_styles=())
+
+
+def test_specialist_train_tables_take_their_own_ways_of_drawing_and_no_other_split_moves():
+    from aegir.config import POLICY_TRAIN_SPLIT, SPECIALIST_TRAIN_SPLIT
+    from aegir.data.synth.generator import drawn_as
+    from aegir.errors import ConfigError
+
+    default = SyntheticConfig(specialist_train_tables=40, policy_train_tables=8)
+    hard = SyntheticConfig(specialist_train_tables=40, policy_train_tables=8,
+                           specialist_train_styles=("natural", "corner_cases"))
+    assert [drawn_as(default, SPECIALIST_TRAIN_SPLIT, i) for i in range(2)] == ["train"] * 2
+    assert [drawn_as(hard, SPECIALIST_TRAIN_SPLIT, i) for i in range(4)] == ["train", "corner_cases"] * 2
+    assert drawn_as(hard, POLICY_TRAIN_SPLIT, 1) == "train"  # policy_train keeps its own styles
+    for i in (0, 2):  # natural tables: the default's, byte for byte
+        assert generate_table(hard, SPECIALIST_TRAIN_SPLIT, i) == generate_table(default, SPECIALIST_TRAIN_SPLIT, i)
+    for split, i in (("test", 1), (POLICY_TRAIN_SPLIT, 1)):
+        assert generate_table(hard, split, i) == generate_table(default, split, i)
+    # the odd tables are drawn as corner cases are: dense with lookalike columns
+    big_default = SyntheticConfig(specialist_train_tables=200)
+    big_hard = SyntheticConfig(specialist_train_tables=200, specialist_train_styles=("natural", "corner_cases"))
+    odd = range(1, 200, 2)
+    hard_pairs = _mean(lookalike_pairs(generate_table(big_hard, SPECIALIST_TRAIN_SPLIT, i)) for i in odd)
+    natural_pairs = _mean(lookalike_pairs(generate_table(big_default, SPECIALIST_TRAIN_SPLIT, i)) for i in odd)
+    assert hard_pairs > 1.5 * natural_pairs
+    with pytest.raises(ConfigError, match="synthetic.specialist_train_styles"):
+        SyntheticConfig(specialist_train_styles=("natural", "wide"))

@@ -83,12 +83,15 @@ class SyntheticConfig:
     # the harder evaluation splits draw theirs ("corner_cases", "missing_values",
     # "format_heterogeneity"), other tables all the same (the split's name is in every seed)
     policy_train_styles: tuple[str, ...] = ("natural",)
+    # the same for SPECIALIST_TRAIN_SPLIT: the ways the specialists' own tables are drawn
+    specialist_train_styles: tuple[str, ...] = ("natural",)
 
     def __post_init__(self) -> None:
         known = ("natural", "corner_cases", "missing_values", "format_heterogeneity")
-        check_config(len(self.policy_train_styles) >= 1 and all(s in known for s in self.policy_train_styles),
-                     "synthetic.policy_train_styles",
-                     f"expected a non-empty list of {', '.join(known)}, got {list(self.policy_train_styles)}")
+        for key in ("policy_train_styles", "specialist_train_styles"):
+            styles = getattr(self, key)
+            check_config(len(styles) >= 1 and all(s in known for s in styles), f"synthetic.{key}",
+                         f"expected a non-empty list of {', '.join(known)}, got {list(styles)}")
         check_config(1 <= self.wide_tables <= 10_000_000, "synthetic.wide_tables", f"must be ≥ 1, got {self.wide_tables}")
         check_config(1 <= self.wide_train_tables <= 10_000_000, "synthetic.wide_train_tables",
                      f"must be ≥ 1, got {self.wide_train_tables}")
@@ -370,6 +373,8 @@ class Phase3Config:
     distill_weight: float = 0.0  # CE of the fused output toward the output ensemble (aegir.rl.parl.distill_loss; 0 = off)
     stream_seam: bool = False  # also fuse the specialists' decoder outputs per byte (aegir.orchestrator.fusion)
     stream_gate_init: float = 0.0  # the stream seam's gates at the start (0: the untrained orchestrator is Phase 1)
+    column_seam: bool = False  # also mix the specialists' column vectors into the primary's before its heads (needs stream_seam)
+    column_gate_init: float = 1.0  # each activated specialist's weight in that mix at the start (the primary's is 1)
     kl_coef: float = 0.0  # per-token KL(π_old‖π_new) penalty (0 = off)
     critical_weight: float = 2.0  # token weight of routing decisions (label tokens weigh 1)
     clip_start: float = 0.2  # PPO ε at the start …
@@ -415,6 +420,10 @@ class Phase3Config:
         check(0 < self.activation_threshold < 1, "activation_threshold",
               f"must be in (0, 1), got {self.activation_threshold}")
         check(-10 <= self.stream_gate_init <= 10, "stream_gate_init", f"must be in [-10, 10], got {self.stream_gate_init}")
+        check(1e-3 <= self.column_gate_init <= 1e3, "column_gate_init",
+              f"must be in [0.001, 1000] (a weight in a mean), got {self.column_gate_init}")
+        check(self.stream_seam or not self.column_seam, "column_seam",
+              "needs stream_seam: true (the column seam reads the specialists' streams)")
         check(0 < self.router_init_rate < 1, "router_init_rate", f"must be in (0, 1), got {self.router_init_rate}")
         check(self.budget_period >= 1, "budget_period", "must be ≥ 1")
         check(0 <= self.budget_capped_share <= 1, "budget_capped_share",

@@ -337,15 +337,17 @@ class AegirModel(nn.Module):
 
     def forward_from_encoded(self, batch: Batch, encoded: EncoderOutput,
                              main_initial_state: list[LayerState] | None = None,
-                             stream_addend: torch.Tensor | None = None) -> AegirOutput:
+                             stream_addend: torch.Tensor | None = None,
+                             column_mix: Callable[[torch.Tensor], torch.Tensor] | None = None) -> AegirOutput:
         """The rest of the forward after `encode`, from a given main-network initial state;
         `stream_addend` (B, T, D), when given, is added to the decoder's output before the
-        columns are pooled (Phase 3's stream seam)."""
+        columns are pooled (Phase 3's stream seam); `column_mix`, when given, maps the column
+        vectors (B, C, D) just before the heads (Phase 3's column seam)."""
         routing = encoded.routing
         h, main_final_state = self.byte_stream(batch, encoded, main_initial_state)
         if stream_addend is not None:
             h = h + stream_addend
-        cta_logits, cpa_logits, columns = self.label_logits(batch, h)
+        cta_logits, cpa_logits, columns = self.label_logits(batch, h, column_mix)
         return AegirOutput(
             cta_logits=cta_logits,
             cpa_logits=cpa_logits,
@@ -357,10 +359,12 @@ class AegirModel(nn.Module):
             routing=routing,
         )
 
-    def label_logits(self, batch: Batch, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def label_logits(self, batch: Batch, h: torch.Tensor,
+                     column_mix: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """From the decoder's output per byte h (B, T, D) (`byte_stream`): column pooling →
-        column-position embedding + context attention → heads. Returns CTA logits (B, C, n_cta),
-        CPA logits (B, C, n_cpa) and the column vectors (B, C, D)."""
+        column-position embedding + context attention → (`column_mix`, when given) → heads.
+        Returns CTA logits (B, C, n_cta), CPA logits (B, C, n_cpa) and the column vectors (B, C, D)."""
         columns = self.pool_columns(h, batch.column_spans, batch.column_mask)  # (B, C, D)
         C = columns.shape[1]
         position = torch.arange(C, device=h.device).clamp(max=self.config.max_columns - 1)
@@ -368,6 +372,8 @@ class AegirModel(nn.Module):
         for block in self.context:
             columns = block(columns, batch.column_mask)
         columns = self.ln_columns(columns)
+        if column_mix is not None:
+            columns = column_mix(columns)
         columns_in = self.drop(columns)
 
         subject = columns_in[:, :1].expand_as(columns_in)  # (B, C, D)

@@ -68,7 +68,7 @@ def save_orchestrator(directory: str | Path, orch: SwarmOrchestrator, specialist
     tensors = {name: p for name, p in orch.state_dict().items() if not name.startswith("specialists.")}
     payload = {"model": asdict(orch.primary.config),
                "orchestrator": {"activation_threshold": orch.activation_threshold, "specialists": specialists,
-                                "stream_seam": orch.stream_seam},
+                                "stream_seam": orch.stream_seam, "column_seam": orch.column_seam},
                **extra}
     return write_checkpoint(directory, tensors, payload)
 
@@ -101,7 +101,12 @@ def load_orchestrator(directory: str | Path, device: str | torch.device = "cpu")
     stream_seam = meta.get("stream_seam", False)  # checkpoints from before the stream seam: off
     if not isinstance(stream_seam, bool):
         raise CheckpointError(config_path, f"stream_seam must be true or false, got {stream_seam!r}")
-    orch = build_orchestrator(AegirModel(primary_config), specialists, float(threshold), stream_seam=stream_seam)
+    column_seam = meta.get("column_seam", False)  # checkpoints from before the column seam: off
+    if not isinstance(column_seam, bool) or (column_seam and not stream_seam):
+        raise CheckpointError(config_path, f"column_seam must be true or false (true only with stream_seam), "
+                                           f"got {column_seam!r}")
+    orch = build_orchestrator(AegirModel(primary_config), specialists, float(threshold), stream_seam=stream_seam,
+                              column_seam=column_seam)
     frozen = {name: p for name, p in orch.state_dict().items() if name.startswith("specialists.")}
     load_weights(orch, {**tensors, **frozen}, directory / WEIGHTS_FILE)
     return orch.to(device).eval(), config_dict

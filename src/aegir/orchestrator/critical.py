@@ -89,10 +89,13 @@ def model_read_steps(encoder_layers: int, main_layers: int) -> int:
     return encoder_layers + main_layers
 
 
-def specialist_read_steps(config, stream: bool) -> tuple[int, int]:
+def specialist_read_steps(config, stream: bool, columns: bool = False) -> tuple[int, int]:
     """(state steps, stream steps) of a specialist's read: its encoder and main network, then,
-    with the stream seam, its decoder (0 without)."""
-    return model_read_steps(config.encoder_layers, config.main_layers), config.decoder_layers if stream else 0
+    with the stream seam, its decoder (0 without), and with the column seam its column
+    attention too (counted as done before the primary's own column attention starts: an upper
+    bound, since the mix joins only before the heads)."""
+    stream_steps = (config.decoder_layers + (config.context_layers if columns else 0)) if stream else 0
+    return model_read_steps(config.encoder_layers, config.main_layers), stream_steps
 
 
 def phase3_graph(primary_config, read_steps: Sequence[tuple[int, int]]) -> tuple[dict[str, int], dict[str, list[str]]]:
@@ -119,14 +122,15 @@ def phase3_graph(primary_config, read_steps: Sequence[tuple[int, int]]) -> tuple
 
 
 def orchestrator_graph(primary_config, specialist_configs: Sequence, active: Sequence[bool],
-                       stream: bool = False) -> tuple[dict[str, int], dict[str, list[str]]]:
-    """`phase3_graph` of the specialists `active` marks, read with or without the stream seam."""
-    return phase3_graph(primary_config, [specialist_read_steps(config, stream)
+                       stream: bool = False, columns: bool = False) -> tuple[dict[str, int], dict[str, list[str]]]:
+    """`phase3_graph` of the specialists `active` marks, read with or without the stream (and
+    column) seam."""
+    return phase3_graph(primary_config, [specialist_read_steps(config, stream, columns)
                                          for config, on in zip(specialist_configs, active) if on])
 
 
 def orchestrator_steps(primary_config, specialist_configs: Sequence, active: Sequence[bool],
-                       stream: bool = False) -> tuple[int, int]:
+                       stream: bool = False, columns: bool = False) -> tuple[int, int]:
     """(critical steps, total steps) of `orchestrator_graph`."""
-    steps, after = orchestrator_graph(primary_config, specialist_configs, active, stream)
+    steps, after = orchestrator_graph(primary_config, specialist_configs, active, stream, columns)
     return longest_path(steps, after), sum(steps.values())

@@ -109,7 +109,7 @@ def critical_summary(orch: SwarmOrchestrator, predictions: list[TablePrediction]
     p = orch.primary.config
 
     def steps(active) -> tuple[int, int]:
-        return orchestrator_steps(p, configs, active, orch.stream_seam)
+        return orchestrator_steps(p, configs, active, orch.stream_seam, orch.column_seam)
 
     per_table = [steps(pred.activation.tolist()) for pred in predictions]
     n = max(1, len(per_table))
@@ -153,6 +153,11 @@ def measure_survival(orch: SwarmOrchestrator, examples: list[Example]) -> dict:
                 name: [round(float(x), 4) for x in row]
                 for name, row in zip(orch.specialist_names, orch.fusion.stream_gate.detach())}}
                if orch.stream_seam else {}),
+            # the column seam's weights e^θ in the mean, per specialist and head (the primary's is 1)
+            **({"column_weight_by_specialist_head": {
+                name: [round(float(x), 4) for x in row]
+                for name, row in zip(orch.specialist_names, orch.fusion.column_gate.detach().exp())}}
+               if orch.column_seam else {}),
             "routing_hidden_norm": float(orch.routing_hidden(batch, encoded).norm(dim=-1).mean())}
 
 

@@ -34,6 +34,22 @@ per head, to the primary's decoder output before the columns are pooled:
 p starts at zero like g and q, so the stream seam too starts as the Phase 1 model. The primary
 then pools, attends across columns and labels from the sum, so what the specialist read at
 column c reaches column c's label directly, whatever happened to its state afterwards.
+
+The stream is still a byte-level signal that the primary's own pooling and column attention
+must learn to read. What a specialist has *concluded* about each column is in its column
+vectors, after its own pooling and attention across the table's columns (the probes of
+docs/experiments.md recover 80–90 % of its domains' labels from them). The **column seam**
+(`columns=True`) hands those over: each activated specialist's column vectors, aligned into
+the primary's width, join the primary's column vectors right before its heads as a gated mean,
+per head h:
+
+    col[b, c, h] = (col_p[b, c, h] + Σ_s m[b, s] · e^{θ[s, h]} · (P_s · col_s[b, c])[h])
+                   / (1 + Σ_s m[b, s] · e^{θ[s, h]})
+
+The weights e^θ are positive, so the result stays a convex mix of vectors the heads can read;
+θ starts at log(`column_gate_init`) (1: the plain mean of the primary's and the activated
+specialists' vectors, the representation-level analogue of the output ensemble) and the
+primary's heads, trained in Phase 3, learn to read the mix.
 """
 
 from __future__ import annotations
@@ -57,13 +73,41 @@ class RWKVStateFusion(nn.Module):
     """
 
     def __init__(self, num_heads: int, head_size: int, num_agents: int, num_layers: int = 1,
-                 stream: bool = False):
+                 stream: bool = False, columns: bool = False):
         super().__init__()
         self.num_heads, self.head_size = num_heads, head_size
         self.num_agents, self.num_layers = num_agents, num_layers
         self.wkv_gate = nn.Parameter(torch.zeros(num_agents, num_layers, num_heads))
         self.shift_gate = nn.Parameter(torch.zeros(num_agents, num_layers, num_heads))
         self.stream_gate = nn.Parameter(torch.zeros(num_agents, num_heads)) if stream else None
+        # the column seam's log-weights θ (e^0 = 1: the plain mean; Phase 3 sets its own start)
+        self.column_gate = nn.Parameter(torch.zeros(num_agents, num_heads)) if columns else None
+
+    @property
+    def columns(self) -> bool:
+        """Whether the column seam is on."""
+        return self.column_gate is not None
+
+    def fuse_columns(self, primary: torch.Tensor, columns: list[torch.Tensor],
+                     activation_mask: torch.Tensor) -> torch.Tensor:
+        """primary: the primary's column vectors (B, C, D); columns[s]: specialist s's aligned
+        column vectors (B, C, D); activation_mask (B, S) bool → the gated mean (module
+        docstring), (B, C, D). A row that activated no specialist keeps its own vectors exactly."""
+        if not self.columns:
+            raise ValueError("this fusion was built without the column seam")
+        if len(columns) != self.num_agents or activation_mask.shape[1] != self.num_agents:
+            raise ValueError(f"expected {self.num_agents} specialists, got {len(columns)} column sets and a "
+                             f"mask of {tuple(activation_mask.shape)}")
+        B, C, D = primary.shape
+        H, K = self.num_heads, self.head_size
+        total = primary.float().view(B, C, H, K)
+        weight = torch.ones(B, 1, H, 1, device=primary.device)
+        for s, cols in enumerate(columns):
+            on = activation_mask[:, s][:, None, None, None]  # (B, 1, 1, 1)
+            w = self.column_gate[s].exp()[None, None, :, None]  # (1, 1, H, 1)
+            total = total + torch.where(on, w * cols.float().view(B, C, H, K), 0.0)
+            weight = weight + torch.where(on, w, 0.0)
+        return (total / weight).view(B, C, D).to(primary.dtype)
 
     @property
     def stream(self) -> bool:

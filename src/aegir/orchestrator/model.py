@@ -22,6 +22,7 @@ encoder's pooled output has a scale set by Phase 1, and the router should not in
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -91,9 +92,9 @@ class SwarmOrchestrator(nn.Module):
             raise ValueError(f"activation_threshold must be in (0, 1), got {activation_threshold}")
         self.primary = primary_model
         self.specialist_names = list(specialists)
-        self.specialists = nn.ModuleList(FrozenSpecialist(model, name, fusion.stream)
+        self.specialists = nn.ModuleList(FrozenSpecialist(model, name, fusion.stream, fusion.columns)
                                          for name, model in specialists.items())
-        self.alignments = nn.ModuleList(alignment_for(model, primary_model, fusion.stream)
+        self.alignments = nn.ModuleList(alignment_for(model, primary_model, fusion.stream, fusion.columns)
                                         for model in specialists.values())
         self.fusion = fusion
         self.activation_threshold = activation_threshold
@@ -184,6 +185,26 @@ class SwarmOrchestrator(nn.Module):
             streams.append(stream if rows is None else stream[rows])
         return self.fusion.fuse_stream(streams, activation_mask)
 
+    @property
+    def column_seam(self) -> bool:
+        """Whether the specialists' column vectors are mixed into the primary's (`RWKVStateFusion`)."""
+        return self.fusion.columns
+
+    def column_mix(self, reads: list[SpecialistRead | None], activation_mask: torch.Tensor,
+                   rows: torch.Tensor | None = None) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """The column seam as a map of the primary's column vectors (B, C, D) → (B, C, D), with
+        `reads`, `activation_mask` and `rows` as in `fuse`; None when the seam is off or no
+        specialist read anything."""
+        if not self.column_seam or all(read is None for read in reads):
+            return None
+        template = next(read.columns for read in reads if read is not None)
+        aligned = []
+        for read, alignment in zip(reads, self.alignments):
+            cols = (alignment.align_columns(read.columns) if read is not None
+                    else template.new_zeros(*template.shape[:2], self.primary.config.d_model))
+            aligned.append(cols if rows is None else cols[rows])
+        return lambda columns: self.fusion.fuse_columns(columns, aligned, activation_mask)
+
     # ------------------------------------------------------------------------------- forward
 
     def forward(self, batch: Batch, routing_hidden: torch.Tensor | None = None, *,
@@ -215,9 +236,10 @@ class SwarmOrchestrator(nn.Module):
         start = time.perf_counter()
         state = self.fuse(reads, mask)
         stream = self.fuse_stream(reads, mask)
+        column_mix = self.column_mix(reads, mask)
         seconds["fusion"] = time.perf_counter() - start
         start = time.perf_counter()
-        output = self.primary.forward_from_encoded(batch, encoded, state, stream)
+        output = self.primary.forward_from_encoded(batch, encoded, state, stream, column_mix)
         seconds["rest"] = time.perf_counter() - start
         return OrchestratorOutput(
             output=output,
@@ -264,10 +286,15 @@ def open_seam_gates(orch: SwarmOrchestrator, gates: dict[str, dict]) -> None:
 
 def build_orchestrator(primary: AegirModel, specialists: dict[str, AegirModel],
                        activation_threshold: float = 0.5,
-                       router_init_rate: float | None = None, stream_seam: bool = False) -> SwarmOrchestrator:
+                       router_init_rate: float | None = None, stream_seam: bool = False,
+                       column_seam: bool = False) -> SwarmOrchestrator:
     """A `SwarmOrchestrator` over `primary` with a fresh fusion (zero gates) over `specialists`;
-    `stream_seam` adds the specialists' byte streams to the fused state (`RWKVStateFusion`)."""
+    `stream_seam` adds the specialists' byte streams to the fused state, `column_seam` mixes
+    their column vectors into the primary's (`RWKVStateFusion`; it needs the stream seam)."""
     cfg = primary.config
+    if column_seam and not stream_seam:
+        raise ValueError("the column seam needs the stream seam (it reads the specialists' streams)")
     fusion = RWKVStateFusion(cfg.d_model // cfg.head_size, cfg.head_size, len(specialists), cfg.main_layers,
-                             stream=stream_seam and len(specialists) > 0)
+                             stream=stream_seam and len(specialists) > 0,
+                             columns=column_seam and len(specialists) > 0)
     return SwarmOrchestrator(primary, specialists, fusion, cfg.d_model, activation_threshold, router_init_rate)

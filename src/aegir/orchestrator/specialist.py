@@ -46,17 +46,22 @@ class SpecialistRead:
 
     states: list[LayerState]
     stream: torch.Tensor | None = None
+    columns: torch.Tensor | None = None  # its column vectors (B, C, D_s), with the column seam
 
     def select(self, rows: torch.Tensor) -> SpecialistRead:
         return SpecialistRead([s.select(rows) for s in self.states],
-                              None if self.stream is None else self.stream[rows])
+                              None if self.stream is None else self.stream[rows],
+                              None if self.columns is None else self.columns[rows])
 
     def scatter(self, rows: torch.Tensor, batch_size: int) -> SpecialistRead:
         """Rows `rows` of a batch of `batch_size`; the other rows hold zeros."""
         stream = None
         if self.stream is not None:
             stream = self.stream.new_zeros(batch_size, *self.stream.shape[1:]).index_copy(0, rows, self.stream)
-        return SpecialistRead([s.scatter(rows, batch_size) for s in self.states], stream)
+        columns = None
+        if self.columns is not None:
+            columns = self.columns.new_zeros(batch_size, *self.columns.shape[1:]).index_copy(0, rows, self.columns)
+        return SpecialistRead([s.scatter(rows, batch_size) for s in self.states], stream, columns)
 
 
 class FrozenSpecialist(nn.Module):
@@ -67,10 +72,14 @@ class FrozenSpecialist(nn.Module):
     output per byte.
     """
 
-    def __init__(self, model: AegirModel, name: str = "specialist", stream: bool = False):
+    def __init__(self, model: AegirModel, name: str = "specialist", stream: bool = False,
+                 columns: bool = False):
         super().__init__()
+        if columns and not stream:
+            raise ValueError("the column seam reads the specialist's stream: it needs stream=True")
         self.name = name
         self.stream = stream
+        self.columns = columns
         self.model = model.eval().requires_grad_(False)
 
     def train(self, mode: bool = True) -> FrozenSpecialist:
@@ -87,7 +96,8 @@ class FrozenSpecialist(nn.Module):
         encoded = model.encode(batch)
         if self.stream:
             stream, final_state = model.byte_stream(batch, encoded)
-            return SpecialistRead(final_state, stream)
+            columns = model.label_logits(batch, stream)[2] if self.columns else None
+            return SpecialistRead(final_state, stream, columns)
         chunk_h, chunk_mask = chunk(encoded.hidden, encoded.routing.boundary_mask)  # (B, L, D_s)
         _, final_state = model.main(chunk_h, chunk_mask)
         return SpecialistRead(final_state)
@@ -112,7 +122,8 @@ class AlignmentProjection(nn.Module):
     """
 
     def __init__(self, source_heads: int, source_head_size: int, source_layers: int,
-                 target_heads: int, target_head_size: int, target_layers: int, stream: bool = False):
+                 target_heads: int, target_head_size: int, target_layers: int, stream: bool = False,
+                 columns: bool = False):
         super().__init__()
         Hs, Ks, H, K = source_heads, source_head_size, target_heads, target_head_size
         self.source_layers, self.target_layers = source_layers, target_layers
@@ -125,6 +136,14 @@ class AlignmentProjection(nn.Module):
         self.shift_channel = nn.Parameter(torch.stack([torch.eye(D, Ds) for _ in range(target_layers)]))
         # the stream seam: the specialist's decoder output per byte into the primary's width
         self.stream_proj = nn.Parameter(torch.eye(D, Ds)) if stream else None
+        # the column seam: its column vectors into the primary's width
+        self.column_proj = nn.Parameter(torch.eye(D, Ds)) if columns else None
+
+    def align_columns(self, columns: torch.Tensor) -> torch.Tensor:
+        """(B, C, D_s) → (B, C, D): a specialist's column vectors in the primary's width."""
+        if self.column_proj is None:
+            raise ValueError("this alignment was built without the column seam")
+        return columns @ self.column_proj.T
 
     def align_stream(self, stream: torch.Tensor) -> torch.Tensor:
         """(B, T, D_s) → (B, T, D): a specialist's byte stream in the primary's width."""
@@ -161,12 +180,13 @@ def _head_mix_init(target_heads: int, source_heads: int) -> torch.Tensor:
     return mix
 
 
-def alignment_for(specialist: AegirModel, primary: AegirModel, stream: bool = False) -> AlignmentProjection:
+def alignment_for(specialist: AegirModel, primary: AegirModel, stream: bool = False,
+                  columns: bool = False) -> AlignmentProjection:
     """The `AlignmentProjection` from `specialist`'s main network into `primary`'s (and, with
-    `stream`, from its byte stream into the primary's width)."""
+    `stream` / `columns`, from its byte stream / column vectors into the primary's width)."""
     s, p = specialist.config, primary.config
     return AlignmentProjection(s.d_model // s.head_size, s.head_size, s.main_layers,
-                               p.d_model // p.head_size, p.head_size, p.main_layers, stream)
+                               p.d_model // p.head_size, p.head_size, p.main_layers, stream, columns)
 
 
 def load_agents(models_dir: str | Path, names: list[str]) -> dict[str, AegirModel]:

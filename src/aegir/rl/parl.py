@@ -146,12 +146,13 @@ def policy_forward(orch: SwarmOrchestrator, batch: Batch, rollouts: int, *,
     first = torch.full((len(distinct),), K * B, device=device).scatter_reduce(
         0, inverse, torch.arange(K * B, device=device), reduce="amin")  # a row of each distinct forward
     table = rows[first]
-    state = stream = None
+    state = stream = column_mix = None
     if orch.num_specialists:
         state = orch.fuse(reads, decision.activation_mask[first], table)
         stream = orch.fuse_stream(reads, decision.activation_mask[first], table)
+        column_mix = orch.column_mix(reads, decision.activation_mask[first], table)
     distinct_out = orch.primary.forward_from_encoded(batch.select(table), select_encoded(encoded, table),
-                                                     state, stream)
+                                                     state, stream, column_mix)
     output = replace(
         distinct_out,
         cta_logits=distinct_out.cta_logits[inverse], cpa_logits=distinct_out.cpa_logits[inverse],
@@ -224,7 +225,7 @@ def collect_rollouts(orch: SwarmOrchestrator, batch: Batch, settings: PARLSettin
     cpa_advantage = group_advantages(cpa_credit.view(K, B, C)).view(K * B, C)
 
     specialist_configs = [s.config for s in orch.specialists]
-    critical = torch.tensor([orchestrator_steps(orch.primary.config, specialist_configs, row, orch.stream_seam)[0]
+    critical = torch.tensor([orchestrator_steps(orch.primary.config, specialist_configs, row, orch.stream_seam, orch.column_seam)[0]
                              for row in mask.tolist()], dtype=torch.float32, device=device)
     decision = None
     if S:

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -122,10 +123,13 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
         torch.manual_seed(cfg.seed)
         primary = load_checkpoint(models_dir / "primary")[0].train()
         orch = build_orchestrator(primary, specialists if with_specialists else {}, cfg.activation_threshold,
-                                  cfg.router_init_rate, stream_seam=cfg.stream_seam)
+                                  cfg.router_init_rate, stream_seam=cfg.stream_seam, column_seam=cfg.column_seam)
         if with_specialists and orch.stream_seam:
             with torch.no_grad():
                 orch.fusion.stream_gate.fill_(cfg.stream_gate_init)
+        if with_specialists and orch.column_seam:
+            with torch.no_grad():
+                orch.fusion.column_gate.fill_(math.log(cfg.column_gate_init))
         if with_specialists:
             open_seam_gates(orch, seam_gates(dirs))
         return orch

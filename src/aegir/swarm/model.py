@@ -144,7 +144,7 @@ def table_views(orch: SwarmOrchestrator, examples: list[Example], batch_size: in
     (`phase3_readings`, the table as `phase3` reads it) when given, else that one read's.
     consult: per sub-agent specialist kind, its second opinion of every table
     (`subagent_readings`); group_columns: the orchestrator's column-group width."""
-    reads = [specialist_read_steps(s.config, orch.stream_seam) for s in orch.specialists]
+    reads = [specialist_read_steps(s.config, orch.stream_seam, orch.column_seam) for s in orch.specialists]
     views: list[TableView | None] = [None] * len(examples)
     orch.eval()
     for indices in eval_batches(examples, batch_size):

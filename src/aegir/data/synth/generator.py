@@ -38,7 +38,7 @@ import random
 from dataclasses import dataclass
 from functools import lru_cache
 
-from aegir.config import POLICY_TRAIN_SPLIT, SOURCE_SPLITS, SWARM_TRAIN_SPLIT, SyntheticConfig
+from aegir.config import POLICY_TRAIN_SPLIT, SOURCE_SPLITS, SPECIALIST_TRAIN_SPLIT, SWARM_TRAIN_SPLIT, SyntheticConfig
 from aegir.data.table import Table
 from aegir.errors import AegirError, ConfigError
 from aegir.labels import cpa_vocab, cta_vocab
@@ -226,10 +226,15 @@ def _domain_order(seed: int, split: str) -> tuple[str, ...]:
 
 def drawn_as(cfg: SyntheticConfig, split: str, index: int) -> str:
     """The split whose way of drawing tables table `index` of `split` follows: itself, except
-    `policy_train`, whose tables take `synthetic.policy_train_styles` in turn ("natural" = `train`)."""
-    if split != POLICY_TRAIN_SPLIT:
+    `policy_train` and `specialist_train`, whose tables take `synthetic.policy_train_styles` and
+    `synthetic.specialist_train_styles` in turn ("natural" = `train`)."""
+    if split == POLICY_TRAIN_SPLIT:
+        styles = cfg.policy_train_styles
+    elif split == SPECIALIST_TRAIN_SPLIT:
+        styles = cfg.specialist_train_styles
+    else:
         return split
-    style = cfg.policy_train_styles[index % len(cfg.policy_train_styles)]
+    style = styles[index % len(styles)]
     return "train" if style == "natural" else style
 
 
