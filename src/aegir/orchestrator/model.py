@@ -170,6 +170,20 @@ class SwarmOrchestrator(nn.Module):
             aligned.append(states if rows is None else [state.select(rows) for state in states])
         return self.fusion(aligned, activation_mask)
 
+    def _aligned_reads(self, reads: list[SpecialistRead | None], field: str,
+                       rows: torch.Tensor | None) -> list[torch.Tensor]:
+        """Each specialist's per-position tensor `field` of its read (`stream` (R, T, D_s) or
+        `columns` (R, C, D_s)), aligned into the primary's width by its alignment's
+        `align_<field>`, zeros for a specialist no row read, then indexed by `rows` as in `fuse`.
+        At least one read must be present."""
+        template = next(getattr(read, field) for read in reads if read is not None)
+        out = []
+        for read, alignment in zip(reads, self.alignments):
+            x = (getattr(alignment, f"align_{field}")(getattr(read, field)) if read is not None
+                 else template.new_zeros(*template.shape[:2], self.primary.config.d_model))
+            out.append(x if rows is None else x[rows])
+        return out
+
     def fuse_stream(self, reads: list[SpecialistRead | None], activation_mask: torch.Tensor,
                     rows: torch.Tensor | None = None) -> torch.Tensor | None:
         """The stream seam's addend to the primary's decoder output, (B, T, D), with `reads`,
@@ -177,13 +191,7 @@ class SwarmOrchestrator(nn.Module):
         read anything."""
         if not self.stream_seam or all(read is None for read in reads):
             return None
-        template = next(read.stream for read in reads if read is not None)
-        streams = []
-        for read, alignment in zip(reads, self.alignments):
-            stream = (alignment.align_stream(read.stream) if read is not None
-                      else template.new_zeros(*template.shape[:2], self.primary.config.d_model))
-            streams.append(stream if rows is None else stream[rows])
-        return self.fusion.fuse_stream(streams, activation_mask)
+        return self.fusion.fuse_stream(self._aligned_reads(reads, "stream", rows), activation_mask)
 
     @property
     def column_seam(self) -> bool:
@@ -197,12 +205,7 @@ class SwarmOrchestrator(nn.Module):
         specialist read anything."""
         if not self.column_seam or all(read is None for read in reads):
             return None
-        template = next(read.columns for read in reads if read is not None)
-        aligned = []
-        for read, alignment in zip(reads, self.alignments):
-            cols = (alignment.align_columns(read.columns) if read is not None
-                    else template.new_zeros(*template.shape[:2], self.primary.config.d_model))
-            aligned.append(cols if rows is None else cols[rows])
+        aligned = self._aligned_reads(reads, "columns", rows)
         return lambda columns: self.fusion.fuse_columns(columns, aligned, activation_mask)
 
     # ------------------------------------------------------------------------------- forward
