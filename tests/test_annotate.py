@@ -182,3 +182,27 @@ def test_a_swarm_written_before_second_opinions_is_refused_with_what_to_do(tmp_p
               old / "model.safetensors")
     with pytest.raises(CheckpointError, match=r"before second opinions.*dvc repro phase4"):
         load_swarm(old)
+
+
+def test_a_swarm_records_how_its_merge_is_read_and_one_written_before_reads_it_as_a_product(tmp_path, checkpoints):
+    import json
+    import shutil
+
+    from aegir.model.checkpoint import CheckpointError
+    from aegir.swarm.model import load_swarm
+
+    assert json.loads((checkpoints["phase4"] / "config.json").read_text())["swarm"]["merge"] == "product"
+    old = tmp_path / "phase4"
+    shutil.copytree(checkpoints["phase4"], old)
+    config = json.loads((checkpoints["phase4"] / "config.json").read_text().replace(
+        '"checkpoint": "../', f'"checkpoint": "{checkpoints["phase4"].parent}/'))
+    config["swarm"]["merge"] = "geometric"
+    (old / "config.json").write_text(json.dumps(config))
+    assert load_swarm(old)[0].merge.mode == "geometric"
+    del config["swarm"]["merge"]
+    (old / "config.json").write_text(json.dumps(config))
+    assert load_swarm(old)[0].merge.mode == "product"
+    config["swarm"]["merge"] = "sum"
+    (old / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=r'"merge" must be one of'):
+        load_swarm(old)

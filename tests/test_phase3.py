@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import torch
 import yaml
 from safetensors import safe_open
 
@@ -228,6 +229,32 @@ def test_phase4_reports_the_swarm_and_a_killed_run_resumes_to_the_same_bytes(tin
     assert "resuming phase4 at step 24/24" in again.stdout + again.stderr
     for rel in PHASE4_OUTPUTS:
         assert digest(tiny_phase1 / "s4killed" / rel) == digest(tiny_phase1 / "s4" / rel), rel
+    # the trained merge read as a product instead: no training step changes (the saved end
+    # resumes), the stored merged distributions of every table it spawned on do, each column's
+    # best label does not; the tables it spawned nothing on keep the orchestrator's reading
+    shutil.copytree(tiny_phase1 / "s4/state", tiny_phase1 / "s4prod/state")
+    product = deep_update(longer, {"phase4": {"merge_reading": "product"}})
+    (tiny_phase1 / "p4prod.yaml").write_text(yaml.safe_dump(product, sort_keys=False))
+    read = run_module(tiny_phase1, *phase4_args("s4prod", "p4prod.yaml"))
+    assert "resuming phase4 at step 24/24" in read.stdout + read.stderr
+    prod_scores = json.loads((tiny_phase1 / "s4prod/metrics/scores.json").read_text())
+    assert prod_scores["merge"]["reading"] == "product"
+    assert json.loads((tiny_phase1 / "s4/metrics/scores.json").read_text())["merge"]["reading"] == "geometric"
+    assert json.loads((tiny_phase1 / "s4prod/model/config.json").read_text())["swarm"]["merge"] == "product"
+    with safe_open(str(tiny_phase1 / "s4/model/eval_reads.safetensors"), framework="pt") as geo, \
+            safe_open(str(tiny_phase1 / "s4prod/model/eval_reads.safetensors"), framework="pt") as prod:
+        moved = 0
+        for split in prod_scores["learned"]["spawn"]:
+            columns = geo.get_tensor(f"{split}/columns").tolist()
+            spawned = geo.get_tensor(f"{split}/spawned").bool().repeat_interleave(torch.tensor(columns))
+            assert torch.equal(spawned, prod.get_tensor(f"{split}/spawned").bool().repeat_interleave(
+                torch.tensor(columns))), split
+            for task in ("cta", "cpa"):
+                a, b = geo.get_tensor(f"{split}/{task}"), prod.get_tensor(f"{split}/{task}")
+                assert torch.equal(a[~spawned], b[~spawned]), (split, task)
+                assert torch.equal(a[spawned].argmax(-1), b[spawned].argmax(-1)), (split, task)
+                moved += int((a[spawned] != b[spawned]).any())
+        assert moved > 0
 
     metrics = json.loads((tiny_phase1 / "s4/metrics/metrics.json").read_text())
     scores = json.loads((tiny_phase1 / "s4/metrics/scores.json").read_text())

@@ -401,14 +401,17 @@ def test_second_opinions_merge_as_weighted_experts_and_only_when_asked():
     table = generate_wide(WIDE)[0]
     cache = SubagentCache([table], {"a": tiny(0), "b": tiny(1)}, PREPARE, "t")
     view = with_opinions(view_of(table), 2)
-    merge = SwarmMerge(2, family_of_labels(cta_vocab())[0])
-    with torch.no_grad():
-        merge.primary.copy_(torch.tensor([1.5, 0.5]))
-        merge.consult.copy_(torch.tensor([0.25, 2.0]))
-    cta, cpa = swarm_logp(0, view, 0, 0, False, cache, merge, ["a", "b"], consult=True)
-    by_hand_cta = (1.5 * view.cta_logp + 0.25 * view.consult[0][0] + 0.25 * view.consult[1][0]).log_softmax(-1)
-    by_hand_cpa = (0.5 * view.cpa_logp + 2.0 * view.consult[0][1] + 2.0 * view.consult[1][1]).log_softmax(-1)
-    assert torch.allclose(cta, by_hand_cta, atol=1e-6) and torch.allclose(cpa, by_hand_cpa, atol=1e-6)
+    for mode, cta_total, cpa_total in (("product", 1.0, 1.0), ("geometric", 1.5 + 2 * 0.25, 0.5 + 2 * 2.0)):
+        merge = SwarmMerge(2, family_of_labels(cta_vocab())[0], mode=mode)
+        with torch.no_grad():
+            merge.primary.copy_(torch.tensor([1.5, 0.5]))
+            merge.consult.copy_(torch.tensor([0.25, 2.0]))
+        cta, cpa = swarm_logp(0, view, 0, 0, False, cache, merge, ["a", "b"], consult=True)
+        by_hand_cta = ((1.5 * view.cta_logp + 0.25 * view.consult[0][0] + 0.25 * view.consult[1][0])
+                       / cta_total).log_softmax(-1)
+        by_hand_cpa = ((0.5 * view.cpa_logp + 2.0 * view.consult[0][1] + 2.0 * view.consult[1][1])
+                       / cpa_total).log_softmax(-1)
+        assert torch.allclose(cta, by_hand_cta, atol=1e-6) and torch.allclose(cpa, by_hand_cpa, atol=1e-6)
     # not asked: the orchestrator's reading, untouched (the very tensors)
     alone = swarm_logp(0, view, 0, 0, False, cache, merge, ["a", "b"], consult=False)
     assert alone[0] is view.cta_logp and alone[1] is view.cpa_logp
@@ -424,6 +427,42 @@ def test_second_opinions_merge_as_weighted_experts_and_only_when_asked():
     merge.zero_grad()
     swarm_logp(0, view, 0, 0, False, cache, merge, ["a", "b"], consult=True)[0][:, 0].sum().backward()
     assert merge.consult.grad is not None and float(merge.consult.grad[0]) != 0 and float(merge.consult.grad[1]) == 0
+
+
+def test_the_geometric_merge_does_not_sharpen_with_the_number_of_experts():
+    """Experts that all say the same: the product of them is sharper than each, their weighted
+    geometric mean is each (so a column read by more experts is not more confident for it); a
+    sub-agent only where it covers a column, and the fine stage's weight joins the total. Each
+    column's best label is the product's."""
+    g = torch.Generator().manual_seed(3)
+    logp = torch.randn(4, 9, generator=g).log_softmax(-1)
+    covered = torch.tensor([True, False, True, True])
+    product = SwarmMerge(1, torch.full((9,), -1))
+    geometric = SwarmMerge(1, torch.full((9,), -1), mode="geometric")
+    assert product.mode == "product"  # how the merge trains; phase4 reads it as phase4.merge_reading says
+    with torch.no_grad():
+        for merge in (product, geometric):
+            merge.primary.fill_(1.2)
+            merge.consult.fill_(0.4)
+            merge.wide.fill_(0.7)
+            merge.deep.fill_(0.5)
+    same = torch.stack([logp, logp, logp])
+    sharp = product.wide_merge(logp, logp, covered, 0, 0, same)
+    mean = geometric.wide_merge(logp, logp, covered, 0, 0, same)
+    assert torch.allclose(mean, logp, atol=1e-6)
+    other = torch.randn(4, 9, generator=g).log_softmax(-1)
+    assert torch.equal(geometric.wide_merge(logp, other, covered, 0, 0, same).argmax(-1),
+                       product.wide_merge(logp, other, covered, 0, 0, same).argmax(-1))
+    assert (sharp.exp().max(-1).values > logp.exp().max(-1).values).all()
+    # different experts: each column divided by its own total (column 1 has no sub-agent)
+    total = 1.2 + 0.7 * covered.double()
+    by_hand = ((1.2 * logp + 0.7 * other * covered[:, None]) / total[:, None]).log_softmax(-1)
+    assert torch.allclose(geometric.wide_merge(logp, other, covered, 0, 0), by_hand.float(), atol=1e-6)
+    fine = geometric.deep_merge(mean, other, covered, 0, 0, None)
+    by_hand = ((mean + 0.5 * other * covered[:, None]) / (1 + 0.5 * covered.double())[:, None]).log_softmax(-1)
+    assert torch.allclose(fine, by_hand.float(), atol=1e-6)
+    with pytest.raises(ValueError, match="mode"):
+        SwarmMerge(1, torch.full((9,), -1), mode="sum")
 
 
 def test_the_policy_reads_how_unsure_the_orchestrator_is():

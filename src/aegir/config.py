@@ -461,6 +461,7 @@ class Phase4Config:
     lr: float = 0.01  # policy and merge (both small, both new)
     ce_weight: float = 1.0  # the merge's CE on gold labels beside the policy's RL loss
     route_weight: float = 0.0  # the specialist choice's CE toward the table's domain owner (0 = off)
+    merge_reading: str = "geometric"  # the trained merge read as a weighted mean of log-probs, or their sum (product)
     kl_coef: float = 0.0
     clip_start: float = 0.2
     clip_end: float = 0.1
@@ -502,6 +503,8 @@ class Phase4Config:
         check(self.eval_batch_size >= 1, "eval_batch_size", "must be ≥ 1")
         check(self.timing_tables >= 1, "timing_tables", "must be ≥ 1")
         check(self.eval_tables >= 0, "eval_tables", f"must be ≥ 0, got {self.eval_tables}")
+        check(self.merge_reading in ("geometric", "product"), "merge_reading",
+              f"must be geometric or product (aegir.swarm.spawn.SwarmMerge), got {self.merge_reading!r}")
 
 
 # ----------------------------------------------------------------------------- loading

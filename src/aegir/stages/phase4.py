@@ -112,11 +112,14 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
     family, family_names = family_of_labels(cta_vocab())
     options = spawn_options(cfg.max_subagents)
     policy = SpawnPolicy(orch.primary.config.d_model, options, len(names))
-    merge = SwarmMerge(len(names), family)
+    merge = SwarmMerge(len(names), family)  # trained as a product of experts (aegir.swarm.spawn, "Merge")
 
     train_data = load_training(data_dir, orch, subagents, params, family, reading)
     trained_on = (POLICY_TRAIN_SPLIT, SWARM_TRAIN_SPLIT) if cfg.wide_train_tables else (POLICY_TRAIN_SPLIT,)
-    base = {"phase4": asdict(cfg), "lambda": asdict(params.sections["lambda"]), "rewards": asdict(params.rewards),
+    # how the trained merge is read changes no training step: a changed merge_reading resumes the
+    # saved end and is scored again
+    trained_by = {key: value for key, value in asdict(cfg).items() if key != "merge_reading"}
+    base = {"phase4": trained_by, "lambda": asdict(params.sections["lambda"]), "rewards": asdict(params.rewards),
             "prepare": asdict(params.prepare), "data": data_fingerprint(data_dir, trained_on),
             "phase3": checkpoint_fingerprint(phase3_dir),
             # the views the policy and merge train on: the orchestrator's reading as `phase3` scores it
@@ -128,6 +131,7 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
         summary = train(policy, merge, train_data, names, params, steps, state_dir, metrics_dir / "live",
                         fingerprint(base))
     policy.eval()
+    merge.mode = cfg.merge_reading
     swarm = Swarm(orch, subagents, policy, merge, reading)
 
     # each evaluation split read as `phase3` scored it, then scored under every policy
@@ -151,7 +155,8 @@ def run(params: Params, data_dir: Path, phase3_dir: Path, models_dir: Path, out_
     scores["families"] = family_names
     scores["merge"] = {"primary": merge.primary.detach().tolist(), "consult": merge.consult.detach().tolist(),
                        "wide": merge.wide.detach().tolist(),
-                       "deep": merge.deep.detach().tolist(), "margin": float(merge.margin.detach())}
+                       "deep": merge.deep.detach().tolist(), "margin": float(merge.margin.detach()),
+                       "reading": merge.mode}
     timing = {"wall_seconds": round(time.perf_counter() - started, 1), "training": summary,
               "subagents_batched_vs_sequential": timing_rows,
               "sub_agent_reads": sum(d.cache.reads for d in split_data.values()) + train_data.cache.reads,

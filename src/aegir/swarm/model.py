@@ -62,6 +62,7 @@ from aegir.orchestrator.critical import specialist_read_steps
 from aegir.orchestrator.model import SwarmOrchestrator
 from aegir.swarm.policy import SpawnPolicy
 from aegir.swarm.spawn import (
+    MERGE_MODES,
     SubagentCache,
     SwarmMerge,
     deep_columns,
@@ -346,6 +347,7 @@ def save_swarm(directory: str | Path, swarm: Swarm, phase3_dir: str | Path, suba
     tensors.update({f"merge.{k}": v for k, v in swarm.merge.state_dict().items()})
     payload = {"model": asdict(swarm.orch.primary.config),  # the primary's config, as Phase 3's checkpoint
                "swarm": {"options": list(swarm.policy.options), "d_model": swarm.orch.primary.config.d_model,
+                         "merge": swarm.merge.mode,
                          "phase3": entry("phase3", phase3_dir),
                          "specialists": [entry(name, subagent_dirs[name]) for name in swarm.names]},
                **extra}
@@ -386,7 +388,10 @@ def load_swarm(directory: str | Path) -> tuple[Swarm, dict]:
         raise CheckpointError(directory / "model.safetensors", "a swarm written before second opinions (no "
                               "consult head); rerun phase4 (`dvc repro phase4`)")
     policy = SpawnPolicy(int(meta["d_model"]), tuple(meta["options"]), len(subagents))
-    merge = SwarmMerge(len(subagents), family)
+    mode = meta.get("merge", "product")  # a swarm written before the geometric merge summed its experts
+    if mode not in MERGE_MODES:
+        raise CheckpointError(config_path, f'swarm "merge" must be one of {list(MERGE_MODES)}, got {mode!r}')
+    merge = SwarmMerge(len(subagents), family, mode=mode)
     load_weights(policy, {k[len("policy."):]: v for k, v in tensors.items() if k.startswith("policy.")},
                  directory / "model.safetensors")
     load_weights(merge, {k[len("merge."):]: v for k, v in tensors.items() if k.startswith("merge.")},

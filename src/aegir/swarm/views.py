@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from aegir.eval.predict import TablePrediction
 from aegir.swarm.policy import SpawnPolicy, allowed_options
@@ -94,8 +93,8 @@ def swarm_logp(table: int, view: TableView, subagents: int, specialist: int, dee
     consult = consult and bool(view.consult)
     if not subtasks and not consult and not (deep and view.deep_columns):
         return view.cta_logp, view.cpa_logp
-    cta = F.log_softmax(merge.primary[0] * view.cta_logp, -1)
-    cpa = F.log_softmax(merge.primary[1] * view.cpa_logp, -1)
+    cta = merge.wide_merge(view.cta_logp, None, None, specialist, 0)  # the primary alone, as the merge takes it
+    cpa = merge.wide_merge(view.cpa_logp, None, None, specialist, 1)
     if subtasks or consult:
         sub_cta = sub_cpa = covered = None
         if subtasks:
