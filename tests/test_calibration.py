@@ -197,6 +197,20 @@ def test_the_stage_writes_the_same_bytes_twice_and_its_accuracy_is_the_scored_f1
             real = entry["real"][task]
             assert [row["min_confidence"] for row in real["coverage"]] == content["thresholds"]
             assert real["coverage"][0]["coverage"] == 1.0
+            # the curve is of the confidences `annotate --min-confidence` compares by default (the
+            # model's own); `tempered` of those with the temperature, the same columns
+            assert [row["min_confidence"] for row in real["tempered"]["coverage"]] == content["thresholds"]
+            n = entry["splits"]["real"][task]["n"]
+            for key, curve in (("before", real["coverage"]), ("after", real["tempered"]["coverage"])):
+                bins = real["reliability"][key]
+                checked = 0
+                for row in curve:  # where P is a bin edge (0, 0.2, 0.4, 0.6, 0.8), the columns kept
+                    edge = round(row["min_confidence"] * len(bins), 9)  # are those of the bins from it
+                    if edge == int(edge):
+                        assert row["kept"] == sum(b["count"] for b in bins[int(edge):]), (key, row)
+                        checked += 1
+                assert checked == 5
+                assert curve[0]["kept"] == n
             assert sum(b["count"] for b in real["reliability"]["after"]) == entry["splits"]["real"][task]["n"]
 
 

@@ -97,7 +97,8 @@ def annotate(paths: tuple[str, ...], checkpoint: Path | None, out: Path | None, 
     docs/annotate.md). With --min-confidence P
     a label whose confidence is below P is given as `unknown` (text: `unknown (telephone 0.41 <
     0.5)`; JSON: its "withheld" label; --out: the cta_label/cpa_label `unknown`): pick P from the
-    coverage curve in calibration.json (share of real-table columns kept, accuracy on them).
+    coverage curve in calibration.json (share of real-table columns kept, accuracy on them; its
+    `tempered` curve with --calibration).
 
     The model is loaded once; a table that cannot be read is reported with its path and reason
     and skipped (--strict: the run stops). Exit status 0 when every table was annotated, 1 when

@@ -48,7 +48,8 @@ def reliability_png(entries: Mapping[str, Mapping], real_split: str = REAL_SPLIT
 
 def coverage_png(entries: Mapping[str, Mapping], real_split: str = REAL_SPLIT) -> bytes:
     """Per task: accuracy (solid) and coverage (dashed) on `real_split` against the minimum
-    confidence, one colour per checkpoint; the target accuracy as a line."""
+    confidence (the model's own, as `aegir annotate --min-confidence` takes it by default), one
+    colour per checkpoint; the target accuracy as a line."""
     from aegir.eval.report import _pyplot, png_bytes
 
     plt = _pyplot()
@@ -63,7 +64,7 @@ def coverage_png(entries: Mapping[str, Mapping], real_split: str = REAL_SPLIT) -
             ax.plot([row["min_confidence"] for row in curve], [row["coverage"] for row in curve], color=f"C{i}",
                     linestyle="--", label=f"{name}: coverage")
         ax.axhline(TARGET_ACCURACY, color="0.5", linestyle=":", linewidth=1)
-        ax.set(xlim=(0, 1), ylim=(0, 1.02), xlabel="--min-confidence P (calibrated)", ylabel="share",
+        ax.set(xlim=(0, 1), ylim=(0, 1.02), xlabel="--min-confidence P (the model's own confidences)", ylabel="share",
                title=f"{task.upper()} on {real_split}: accuracy of the kept, share kept")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower left")

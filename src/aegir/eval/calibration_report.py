@@ -1,6 +1,7 @@
 """What the `calibrate` stage computes and prints: a checkpoint's scored targets per split
 (`scored_targets`), its entry of calibration.json (`calibrate_checkpoint`: the temperature fitted
-on `FIT_SPLIT`, ECE before and after, the coverage curve on `real`), the file's content
+on `FIT_SPLIT`, ECE before and after, the coverage curve on `real` of the model's own confidences and
+of the tempered ones), the file's content
 (`calibration_content`) and the summary lines (`summary_lines`). `aegir.eval.calibration` says
 how each figure is computed.
 """
@@ -74,10 +75,14 @@ def calibrate_checkpoint(targets: Mapping[str, Mapping[str, Scored]], fit_split:
                                    "after": {k: after[k] for k in ("mean_confidence", "ece")}}
     real = {}
     for task, scored in targets.get(real_split, {}).items():
-        calibrated = scored.confidences(temperature[task])
-        curve = coverage_curve(calibrated, scored.correct)
+        own, calibrated = scored.confidences(), scored.confidences(temperature[task])
+        # the curve of the confidences `aegir annotate --min-confidence P` compares with P by
+        # default (the model's own), and beside it the one of `--calibration` (the temperature's)
+        curve, tempered = coverage_curve(own, scored.correct), coverage_curve(calibrated, scored.correct)
         real[task] = {"coverage": curve, "for_accuracy": for_accuracy(curve), "most_accurate": most_accurate(curve),
-                      "reliability": {"before": reliability(scored.confidences(), scored.correct),
+                      "tempered": {"coverage": tempered, "for_accuracy": for_accuracy(tempered),
+                                   "most_accurate": most_accurate(tempered)},
+                      "reliability": {"before": reliability(own, scored.correct),
                                       "after": reliability(calibrated, scored.correct)}}
     return {"temperature": temperature, "splits": splits, real_split: real}
 

@@ -498,9 +498,9 @@ def calibration_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
              f"From `results/calibrate/calibration.json` (stage `calibrate`): how far each checkpoint's top-1 "
              f"confidence can be trusted on `{real}`. ECE is the expected calibration error (the gap between "
              f"confidence and accuracy, averaged over confidence bins), with the model's own confidences and "
-             f"with one temperature per task fitted on `{fit}`; the last column is the least confidence P at "
-             f"which the kept columns reach {target:.0f} % accuracy, and the share it keeps (`aegir annotate "
-             f"--min-confidence P` prints `unknown` below it). Reliability and coverage figures: "
+             f"with one temperature per task fitted on `{fit}`; the last column is the least confidence P (the "
+             f"model's own) at which the kept columns reach {target:.0f} % accuracy, and the share it keeps "
+             f"(`aegir annotate --min-confidence P` prints `unknown` below it). Reliability and coverage figures: "
              f"[reliability.png](../calibrate/figures/reliability.png), "
              f"[coverage.png](../calibrate/figures/coverage.png).", "",
              f"| checkpoint | task | accuracy | ECE, own | T (fitted on `{fit}`) | ECE with T | {target:.0f} % accuracy |",

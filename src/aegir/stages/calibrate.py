@@ -22,13 +22,15 @@ their own way). `aegir.inference.calibrate_checkpoints` computes it all,
                      splits re-scored), the temperature per task;
                      per split and task the accuracy, and the mean top-1 confidence and ECE
                      before and after the temperature; on `real` per task the coverage curve
-                     (kept share and accuracy for each minimum confidence 0, 0.05, …, 0.95, with
-                     the temperature), the first minimum confidence that reaches 95 % accuracy
-                     with its coverage (null when none does) and the most accurate one, and the
-                     reliability bins before and after
+                     (kept share and accuracy for each minimum confidence 0, 0.05, …, 0.95) of
+                     the model's own confidences, which `aegir annotate --min-confidence P`
+                     compares with P by default, the first minimum confidence that reaches 95 %
+                     accuracy with its coverage (null when none does) and the most accurate one;
+                     the same three under `tempered` for the confidences with the temperature
+                     (`aegir annotate --calibration`); and the reliability bins before and after
   figures/           PNG (DVC plots): reliability.png (accuracy against confidence on `real`,
                      before and after, per checkpoint and task) and coverage.png (accuracy and
-                     coverage against the minimum confidence on `real`)
+                     coverage against the minimum confidence on `real`, the model's own confidences)
 
 `aegir annotate` finds the temperatures of the checkpoint it loads here, by its fingerprint, and
 applies them to every confidence it gives (labels unchanged). The temperature only ever sees
