@@ -181,7 +181,7 @@ def test_the_stage_writes_the_same_bytes_twice_and_its_accuracy_is_the_scored_f1
     assert first == digest(tmp_path / "b")
     content = json.loads((tmp_path / "a" / "calibration.json").read_text())
     assert content["fit_split"] == "valid" and content["thresholds"][:3] == [0.0, 0.05, 0.1]
-    assert len(content["thresholds"]) == 20 and content["thresholds"][-1] == 0.95
+    assert len(content["thresholds"]) == 22 and content["thresholds"][-3:] == [0.95, 0.97, 0.99]
     for name in ("plain", "joint"):
         entry = content["checkpoints"][tiny[name].as_posix()]
         assert entry["fingerprint"] == checkpoint_fingerprint(tiny[name])

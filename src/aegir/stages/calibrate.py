@@ -22,7 +22,7 @@ their own way). `aegir.inference.calibrate_checkpoints` computes it all,
                      splits re-scored), the temperature per task;
                      per split and task the accuracy, and the mean top-1 confidence and ECE
                      before and after the temperature; on `real` per task the coverage curve
-                     (kept share and accuracy for each minimum confidence 0, 0.05, …, 0.95) of
+                     (kept share and accuracy for each minimum confidence 0, 0.05, …, 0.95, 0.97, 0.99) of
                      the model's own confidences, which `aegir annotate --min-confidence P`
                      compares with P by default, the first minimum confidence that reaches 95 %
                      accuracy with its coverage (null when none does) and the most accurate one;
