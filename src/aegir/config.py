@@ -442,6 +442,13 @@ class Phase3Config:
 # ----------------------------------------------------------------------------- phase 4
 
 
+
+# How Phase 4's merge combines its experts' log-probs (aegir.swarm.spawn.SwarmMerge, "Merge"):
+# `product` keeps the weighted sum (how it trains), `geometric` divides it by the total weight
+# (how `phase4.merge_reading` reads it by default).
+MERGE_MODES = ("geometric", "product")
+
+
 @dataclass(frozen=True)
 class Phase4Config:
     """Params section `phase4`: the swarm — a spawning policy and a per-column merge over the
@@ -503,8 +510,8 @@ class Phase4Config:
         check(self.eval_batch_size >= 1, "eval_batch_size", "must be ≥ 1")
         check(self.timing_tables >= 1, "timing_tables", "must be ≥ 1")
         check(self.eval_tables >= 0, "eval_tables", f"must be ≥ 0, got {self.eval_tables}")
-        check(self.merge_reading in ("geometric", "product"), "merge_reading",
-              f"must be geometric or product (aegir.swarm.spawn.SwarmMerge), got {self.merge_reading!r}")
+        check(self.merge_reading in MERGE_MODES, "merge_reading",
+              f"must be one of {', '.join(MERGE_MODES)} (aegir.swarm.spawn.SwarmMerge), got {self.merge_reading!r}")
 
 
 # ----------------------------------------------------------------------------- loading

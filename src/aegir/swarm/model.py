@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from aegir.config import PrepareConfig
+from aegir.config import MERGE_MODES, PrepareConfig
 from aegir.data.dataset import Example, collate, eval_batches
 from aegir.data.groups import sub_table_id
 from aegir.data.serialize import sample_rows
@@ -62,7 +62,6 @@ from aegir.orchestrator.critical import specialist_read_steps
 from aegir.orchestrator.model import SwarmOrchestrator
 from aegir.swarm.policy import SpawnPolicy
 from aegir.swarm.spawn import (
-    MERGE_MODES,
     SubagentCache,
     SwarmMerge,
     deep_columns,

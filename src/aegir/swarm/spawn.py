@@ -36,8 +36,8 @@ the orchestrator, three second opinions and a sub-agent summed its log-probs wit
 weight near 2.3, as sharp as the square of one read: on `real` the tables the swarm spawned on
 were given 93.6 % mean confidence at 80.4 % accuracy. Trained as a geometric mean, the weights
 of every expert but the orchestrator went to 0 (docs/experiments.md, "A merge that does not
-sharpen"); the consult terms only where the decision consults. Column 0's
-sub-agent term is the mean over the sub-agents that read it (all of them). Initial weights give
+sharpen"). The consult terms join only where the decision consults. Column 0's sub-agent term is
+the mean over the sub-agents that read it (all of them). Initial weights give
 the primary alone plus a weak vote of each sub-agent; cross-entropy on gold labels trains them.
 
 **Second opinions** (`consult`): every sub-agent specialist kind reads the *whole* table as
@@ -74,7 +74,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from aegir.config import PrepareConfig
+from aegir.config import MERGE_MODES, PrepareConfig
 from aegir.data.dataset import Example, collate, eval_batches, examples_from_tables
 from aegir.data.groups import column_groups, sub_table
 from aegir.data.table import Table
@@ -83,9 +83,6 @@ from aegir.model.network import AegirModel
 from aegir.orchestrator.critical import longest_path, phase3_graph
 
 TASKS = ("cta", "cpa")
-# How SwarmMerge combines its experts' log-probs (module docstring, "Merge"): `product` keeps
-# the weighted sum (how it trains), `geometric` divides it by the total weight (how it is read).
-MERGE_MODES = ("geometric", "product")
 MIN_TOTAL_WEIGHT = 1e-3  # a column's total |weight| is taken as at least this before dividing by it
 
 

@@ -93,18 +93,17 @@ def swarm_logp(table: int, view: TableView, subagents: int, specialist: int, dee
     consult = consult and bool(view.consult)
     if not subtasks and not consult and not (deep and view.deep_columns):
         return view.cta_logp, view.cpa_logp
-    cta = merge.wide_merge(view.cta_logp, None, None, specialist, 0)  # the primary alone, as the merge takes it
-    cpa = merge.wide_merge(view.cpa_logp, None, None, specialist, 1)
-    if subtasks or consult:
-        sub_cta = sub_cpa = covered = None
-        if subtasks:
-            outputs = [cache.get((table, cols, name)) for cols in subtasks]
-            sub_cta, covered = spawned_logp(C, outputs, subtasks, "cta")
-            sub_cpa, _ = spawned_logp(C, outputs, subtasks, "cpa")
-        cta = merge.wide_merge(view.cta_logp, sub_cta, covered, specialist, 0,
-                               view.consult_logp("cta") if consult else None)
-        cpa = merge.wide_merge(view.cpa_logp, sub_cpa, covered, specialist, 1,
-                               view.consult_logp("cpa") if consult else None)
+    # the wide stage: the orchestrator's log-probs with the second opinions and the wide
+    # sub-agents that ran (neither: the orchestrator alone, as the merge takes it)
+    sub_cta = sub_cpa = covered = None
+    if subtasks:
+        outputs = [cache.get((table, cols, name)) for cols in subtasks]
+        sub_cta, covered = spawned_logp(C, outputs, subtasks, "cta")
+        sub_cpa, _ = spawned_logp(C, outputs, subtasks, "cpa")
+    cta = merge.wide_merge(view.cta_logp, sub_cta, covered, specialist, 0,
+                           view.consult_logp("cta") if consult else None)
+    cpa = merge.wide_merge(view.cpa_logp, sub_cpa, covered, specialist, 1,
+                           view.consult_logp("cpa") if consult else None)
     if deep and view.deep_columns:
         family = merge.coarse_family(cta)  # the coarse decision, from the wide search's labels
         subtasks = deep_subtasks(view.deep_columns)
