@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aegir.eval.metrics import f1_scores, headline, per_label_f1, wall_minutes
+from aegir.eval.metrics import f1_scores, headline, per_label_f1, reports_by_group, wall_minutes
 
 
 def test_perfect_and_empty():
@@ -69,3 +69,16 @@ def test_headline_is_the_benchmark_mean_and_the_real_split():
 
 def test_wall_minutes_names_the_stage():
     assert wall_minutes("phase3", 90.0) == {"minutes": {"phase3": 1.5}}
+
+
+def test_reports_by_group_scores_each_groups_labelled_items_alone():
+    gold = ["A", "B", None, "A", "C"]
+    pred = ["A", "A", "B", "A", "C"]
+    groups = ["Movie", "Movie", "Movie", "Book", "Book"]
+    out = reports_by_group(gold, pred, groups)
+    assert list(out) == ["Book", "Movie"]
+    assert out["Book"] == {"micro_f1": 100.0, "macro_f1": 100.0, "support": 2}
+    assert out["Movie"]["support"] == 2 and out["Movie"]["micro_f1"] == 50.0
+    assert reports_by_group([None], ["A"], ["Movie"]) == {}
+    with pytest.raises(ValueError):
+        reports_by_group(gold, pred, groups[:-1])

@@ -98,6 +98,11 @@ def test_coverage_by_domain_lists_each_domains_families_and_labels(tables):
     for domain in ("Place", "Person", "Product"):
         assert len(coverage[domain]["families"]) >= 3, (domain, coverage[domain]["families"])
     assert coverage["Movie"]["families"] == ["films", "movies"]
+    assert coverage["SportsTeam"]["families"] == ["league_tables", "sports_teams"]
+    assert coverage["SportsEvent"]["families"] == ["matches"]
+    assert coverage["JobPosting"]["families"] == ["occupations", "occupations_1950"]
+    assert set(coverage) >= {"Event", "JobPosting", "Movie", "Organization", "Person", "Place", "Product",
+                             "SportsEvent", "SportsTeam"}  # schema.org classes with a real table
     assert coverage["Product"]["cta"]["price"] > 0 and coverage["Movie"]["cta"]["MonetaryAmount"] > 0
 
 
@@ -304,6 +309,57 @@ def test_companies_cars_and_passengers_are_grouped_as_pages_list_them(tables):
     assert "États-Unis" in french.columns[french.column_names.index("Pays")]
 
 
+def test_league_tables_are_computed_from_the_results_as_the_record_books_have_them():
+    """Points, goals and order of a season come from its matches (vcd's `Bundesliga`): checked
+    against champions every record book lists, two points for a win before 1995–96, three
+    after, and ties on points decided by goal difference (1977–78, 1983–84)."""
+    from aegir.data.real.sources import _bundesliga, league_table, league_tables, matches, points_for_a_win
+
+    every = _bundesliga()
+
+    def top(season: int, n: int = 2) -> list[tuple[str, int, str]]:
+        table = league_table([m for m in every if m["season"] == season], season)
+        assert [r["position"] for r in table] == list(range(1, len(table) + 1))
+        assert all(r["played"] == 2 * (len(table) - 1) for r in table)  # a double round robin
+        assert sum(r["goals_for"] for r in table) == sum(r["goals_against"] for r in table)
+        return [(r["team"], r["points"], r["goals"]) for r in table[:n]]
+
+    assert top(1963, 1) == [("1. FC Koeln", 45, "78:40")]  # the first Bundesliga season
+    assert top(1977) == [("1. FC Koeln", 48, "86:41"), ("Borussia Moenchengladbach", 48, "86:44")]
+    assert top(1983) == [("VfB Stuttgart", 48, "79:33"), ("Hamburger SV", 48, "75:36")]
+    assert top(1995, 1) == [("Borussia Dortmund", 68, "76:38")]
+    assert top(2000) == [("Bayern Muenchen", 63, "62:37"), ("Schalke 04", 62, "65:35")]
+    assert (points_for_a_win(1994), points_for_a_win(1995)) == (2, 3)
+    tables_ = league_tables()
+    assert len(tables_) == 16 and all(16 <= len(g.records) <= 20 for g in tables_)
+    for group in matches():
+        rows = group.records
+        assert 8 <= len(rows) <= 10 and len({(r["season"], r["round"]) for r in rows}) == 1
+        teams = [t for r in rows for t in (r["home"], r["away"])]
+        assert len(teams) == len(set(teams))  # a team plays once on a matchday
+        assert all(r["name"] == f"{r['home']} – {r['away']}" for r in rows)
+
+
+def test_occupations_are_titled_as_pages_title_them(tables):
+    """car's `Prestige` and `Duncan` row names become titles; incomes of the Canadian census
+    are written in Canadian dollars as en_CA and fr_CA pages write them."""
+    from aegir.data.real.sources import occupation_title, occupations, occupations_1950
+
+    assert occupation_title("civil.engineers") == "Civil engineers"
+    assert occupation_title("receptionsts") == "Receptionists" and occupation_title("RR.engineer") == "Railroad engineer"
+    assert sum(len(g.records) for g in occupations()) == 98  # 102 less the 4 without a type
+    assert sum(len(g.records) for g in occupations_1950()) == 45
+    for group in occupations():
+        incomes = [r["income"] for r in group.records]
+        assert incomes == sorted(incomes, reverse=True) and len({r["type"] for r in group.records}) == 1
+    by_id = {t.table_id: t for t in tables}
+    english = next(t for i, t in by_id.items() if "_occupations-Professional-1_" in i)
+    assert english.columns[0][0] == "General managers"
+    assert english.columns[english.column_names.index("Average income")][0] == "$25,879"
+    french = next(t for i, t in by_id.items() if "_occupations-fr-" in i)
+    assert all(c.endswith("\xa0$") for c in french.columns[french.column_names.index("Revenu moyen")])
+
+
 @pytest.mark.parametrize("value, fmt, locale, cell", [
     (394436586, "usd", "en_US", "$394,436,586"),
     (15900, "usd", "de_DE", "15.900\xa0$"),
@@ -314,6 +370,8 @@ def test_companies_cars_and_passengers_are_grouped_as_pages_list_them(tables):
     (False, "yes_no_local", "fr_FR", "Non"),
     (94.705, "two_decimals", "de_DE", "94,70"),
     (88, "percent", "en_GB", "88%"),
+    (25879, "cad", "en_CA", "$25,879"),
+    (25879, "cad", "fr_CA", "25\xa0879\xa0$"),
 ])
 def test_the_new_formats_write_cells_as_pages_of_the_locale_do(value, fmt, locale, cell):
     assert format_cell(value, fmt, locale) == cell
@@ -393,6 +451,7 @@ def test_baselines_fit_on_train_only_and_report_real(prepared, tmp_path):
     changed = baseline_scores(params.baselines, other)
     for task in ("cta", "cpa"):
         assert metrics[task]["real"]["support"] > 0
+        assert sum(r["support"] for r in metrics["real_domains"][task].values()) == metrics[task]["real"]["support"]
         assert metrics[task]["real"] != changed[task]["real"]  # the real split did change …
         for split in metrics[task]:
             if split != "real":  # … and no other split's score moved: the fit never saw it
@@ -418,6 +477,20 @@ def test_phase1_never_trains_on_the_real_split_and_reports_it(prepared, tmp_path
         assert set(runs[name]["cta"]) == set(EVAL_SPLITS) and "real" in runs[name]["cpa"]
     assert runs["a"]["cta"]["real"]["support"] > runs["b"]["cta"]["real"]["support"] == 0
     assert runs["a"]["cta"]["valid"] == runs["b"]["cta"]["valid"]
+    # the real split per domain: the same predictions, each domain's tables scored alone
+    by_domain = runs["a"]["real_domains"]
+    for task in ("cta", "cpa"):
+        assert sum(r["support"] for r in by_domain[task].values()) == runs["a"][task]["real"]["support"]
+    assert set(by_domain["cta"]) == {t.domain for t in build_real_tables()}
+    assert runs["b"]["real_domains"]["cta"] == {}  # its CTA labels are cleared: no domain has one
+    # the run's fingerprint holds what it trains and validates on, not what it only scores: the
+    # finished run `a`, given the other real split, resumes at its end and only scores again
+    again = train_agent("primary", params, other, tmp_path / "a" / "model", tmp_path / "a" / "metrics",
+                        tmp_path / "a" / "state")
+    assert json.loads((tmp_path / "a/metrics/timing.json").read_text())["resumed_at_step"] == again["steps"]
+    assert hashlib.sha256((tmp_path / "a/model/model.safetensors").read_bytes()).hexdigest() == weights[0]
+    assert again["cta"]["real"] == runs["b"]["cta"]["real"]
+    assert set(json.loads((tmp_path / "a/model/config.json").read_text())["data_fingerprint"]) == {"train", "valid"}
 
 
 def test_real_dev_help_explains_itself():

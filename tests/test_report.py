@@ -343,3 +343,21 @@ def test_the_calibration_section_gives_each_models_ece_and_the_confidence_for_95
     calibration.write_text(json.dumps({"checkpoints": {}}))
     proc = report(argv(inputs) + [f"--calibration={calibration}"])
     assert proc.returncode == 2 and str(calibration) in proc.stderr and "`dvc repro calibrate`" in proc.stderr
+
+
+def test_the_real_split_per_domain_sets_the_primary_beside_the_baseline(inputs):
+    """With `real_domains` in both the baseline's and the primary's scores, the report has a
+    row per domain: supports, both micro-F1 and the primary's lead; a domain one task lacks
+    gets dashes there. Without it in either file there is no such section (older results)."""
+    def domains(base: float) -> dict:
+        return {"cta": {"Movie": {"micro_f1": base, "macro_f1": base, "support": 40},
+                        "SportsTeam": {"micro_f1": base + 20, "macro_f1": base, "support": 12}},
+                "cpa": {"Movie": {"micro_f1": base - 5, "macro_f1": base, "support": 9}}}
+
+    assert "per domain" not in report_markdown(collect(inputs["baselines"], inputs["phase1"], inputs["phase3"]), [])
+    for path, base in ((inputs["baselines"], 50.0), (inputs["phase1"] / "primary" / "scores.json", 60.5)):
+        tree = json.loads(path.read_text())
+        (path).write_text(json.dumps({**tree, "real_domains": domains(base)}))
+    text = report_markdown(collect(inputs["baselines"], inputs["phase1"], inputs["phase3"]), [])
+    assert "| Movie | 40 | 50.0 | 60.5 | +10.5 | 9 | 45.0 | 55.5 | +10.5 |" in text
+    assert "| SportsTeam | 12 | 70.0 | 80.5 | +10.5 | 0 | – | – | – |" in text

@@ -42,9 +42,14 @@ DOMAINS = (
 # and righter than on any unseen table, and the merge learned to leave the sub-agents out).
 SOURCE_SPLITS = ("train", "valid", "test", "corner_cases", "missing_values", "format_heterogeneity")
 REAL_SPLIT = "real"  # the real-table development set (aegir.data.real): scored, never trained on
+REAL_DOMAINS = "real_domains"  # scores.json (baselines, phase1): F1 on the `real` tables of each domain
 EVAL_ONLY_SPLITS = (REAL_SPLIT, "wide")
 SPLITS = SOURCE_SPLITS + EVAL_ONLY_SPLITS
 TRAIN_SPLIT = "train"
+# what a Phase 1 or Phase 3 training run reads (its steps and its validation curve): the data in its
+# run fingerprint and in its checkpoint's config, so that a change to a split it only scores
+# (`real`, say) re-scores the saved end instead of training again
+TRAINED_SPLITS = (TRAIN_SPLIT, "valid")
 SWARM_TRAIN_SPLIT = "wide_train"
 SPECIALIST_TRAIN_SPLIT = "specialist_train"
 POLICY_TRAIN_SPLIT = "policy_train"

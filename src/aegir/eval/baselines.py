@@ -21,10 +21,10 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.utils._sparse import _align_api_if_sparse
 
-from aegir.config import SPLITS, TRAIN_SPLIT, BaselinesConfig
+from aegir.config import REAL_DOMAINS, REAL_SPLIT, SPLITS, TRAIN_SPLIT, BaselinesConfig
 from aegir.data.prepared import read_split, tables_from_arrow
 from aegir.data.table import Table
-from aegir.eval.metrics import task_report
+from aegir.eval.metrics import reports_by_group, task_report
 
 TASKS = ("cta", "cpa")
 
@@ -32,6 +32,11 @@ TASKS = ("cta", "cpa")
 def column_document(cells: tuple[str | None, ...], max_cells: int) -> str:
     kept = [cell for cell in cells if cell not in (None, "")][:max_cells]
     return " | ".join(kept)
+
+
+def column_domains(tables: list[Table], task: str) -> list[str]:
+    """The domain of the table of each column `labelled_columns` returns, in its order."""
+    return [table.domain for table in tables for label in getattr(table, task) if label is not None]
 
 
 def labelled_columns(tables: list[Table], task: str, max_cells: int) -> tuple[list[str], list[str]]:
@@ -128,12 +133,13 @@ def fit(docs: list[str], labels: list[str], cfg: BaselinesConfig, train_predicti
     return (model, list(classifier.predict(matrix))) if train_predictions else model
 
 
-def task_metrics(cfg: BaselinesConfig, data_dir: Path, task: str) -> dict:
-    """Fit the classifier of one task on `train` and score it on every split."""
+def task_metrics(cfg: BaselinesConfig, data_dir: Path, task: str) -> tuple[dict, dict]:
+    """Fit the classifier of one task on `train` and score it on every split; and on the `real`
+    split's tables of each domain."""
     tables = {split: tables_from_arrow(read_split(data_dir, split)) for split in SPLITS}
     docs, labels = labelled_columns(tables[TRAIN_SPLIT], task, cfg.max_cells)
     model, train_pred = fit(docs, labels, cfg, train_predictions=True)
-    metrics = {}
+    metrics, real_domains = {}, {}
     for split in SPLITS:
         if split == TRAIN_SPLIT:
             metrics[split] = task_report(labels, train_pred)
@@ -141,16 +147,22 @@ def task_metrics(cfg: BaselinesConfig, data_dir: Path, task: str) -> dict:
         docs, gold = labelled_columns(tables[split], task, cfg.max_cells)
         pred = list(model.predict(docs)) if docs else []
         metrics[split] = task_report(gold, pred)
-    return metrics
+        if split == REAL_SPLIT:
+            real_domains = reports_by_group(gold, pred, column_domains(tables[split], task))
+    return metrics, real_domains
 
 
 def baseline_scores(cfg: BaselinesConfig, data_dir: Path, processes: int | None = None) -> dict:
-    """Both tasks' metrics (what the `baselines` stage writes to scores.json). The two fits are independent and mostly single-threaded, so on a
+    """Both tasks' metrics (what the `baselines` stage writes to scores.json): `{task: {split:
+    report}}`, and under `real_domains` `{task: {domain: report}}` of the `real` split. The two fits are independent and mostly single-threaded, so on a
     machine of two or more cores each runs in a process of its own (the same figures as one
     after the other: each fit is seeded and sees the same documents)."""
     processes = min(len(TASKS), os.cpu_count() or 1) if processes is None else processes
     if processes <= 1:
-        return {task: task_metrics(cfg, data_dir, task) for task in TASKS}
-    with ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {task: pool.submit(task_metrics, cfg, data_dir, task) for task in TASKS}
-        return {task: futures[task].result() for task in TASKS}
+        results = {task: task_metrics(cfg, data_dir, task) for task in TASKS}
+    else:
+        with ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {task: pool.submit(task_metrics, cfg, data_dir, task) for task in TASKS}
+            results = {task: futures[task].result() for task in TASKS}
+    return {**{task: results[task][0] for task in TASKS},
+            REAL_DOMAINS: {task: results[task][1] for task in TASKS}}

@@ -72,6 +72,18 @@ def task_report(gold: Sequence[str | None], pred: Sequence[str | None]) -> dict[
     return f1_scores(gold, pred).as_dict()
 
 
+def reports_by_group(gold: Sequence[str | None], pred: Sequence[str | None],
+                     groups: Sequence[str]) -> dict[str, dict[str, float | int]]:
+    """`task_report` of the items of each group (e.g. each column's table domain), by group name;
+    a group with no labelled item is left out."""
+    members: dict[str, list[int]] = {}
+    for i, (group, label) in enumerate(zip(groups, gold, strict=True)):
+        if label is not None:
+            members.setdefault(group, []).append(i)
+    return {group: task_report([gold[i] for i in idx], [pred[i] for i in idx])
+            for group, idx in sorted(members.items())}
+
+
 def per_label_f1(gold: Sequence[str | None], pred: Sequence[str | None]) -> dict[str, dict]:
     """Per gold label: F1 (percent), support; for error analysis and plots."""
     labels = sorted({g for g in gold if g is not None})
@@ -139,4 +151,4 @@ def wall_minutes(name: str, seconds: float) -> dict[str, dict[str, float]]:
     return {"minutes": {name: round(seconds / 60.0, 2)}}
 
 
-__all__ = ["F1Scores", "f1_scores", "headline", "wall_minutes", "REAL_SPLIT", "task_report", "per_label_f1", "confusions"]
+__all__ = ["F1Scores", "f1_scores", "headline", "wall_minutes", "REAL_SPLIT", "task_report", "reports_by_group", "per_label_f1", "confusions"]

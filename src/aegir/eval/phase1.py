@@ -26,8 +26,11 @@ from accelerate.utils import gather_object
 from aegir import atomic
 from aegir.config import (
     EVAL_SPLITS,
+    REAL_DOMAINS,
+    REAL_SPLIT,
     SPECIALIST_TRAIN_SPLIT,
     SPLITS,
+    TRAINED_SPLITS,
     AgentConfig,
     Params,
     Phase1Config,
@@ -41,7 +44,7 @@ from aegir.eval.grouped import ALL_LABELS, predict_tables, split_reads
 from aegir.eval.joint import CONFIG_KEY as JOINT_CONFIG_KEY
 from aegir.eval.joint import LabelRepeats, label_repeats, repeats_of, table_decoder
 from aegir.eval.metrics import headline, wall_minutes
-from aegir.eval.predict import TablePrediction, predict, score
+from aegir.eval.predict import TablePrediction, predict, score, score_by_domain
 from aegir.eval.reads import (
     READS_FILE,
     StoredReads,
@@ -105,7 +108,8 @@ def train_agent(agent_name: str, params: Params, data_dir: Path, out_dir: Path, 
     if cfg.max_steps:
         total_steps = min(total_steps, cfg.max_steps)
 
-    data_print = data_fingerprint(data_dir, SPLITS)  # `train` and the scored splits
+    scored_print = data_fingerprint(data_dir, SPLITS)  # the tables the stored reads are of
+    data_print = {split: scored_print[split] for split in TRAINED_SPLITS}  # the tables the run reads
     # and `specialist_train` where the agent trains on it: a change there restarts the agent
     # (its run's fingerprint) instead of resuming the end of its run on the old tables
     extra_print = {"specialist_train": data_fingerprint(data_dir, (SPECIALIST_TRAIN_SPLIT,))} if agent.extra_tables else {}
@@ -147,7 +151,7 @@ def train_agent(agent_name: str, params: Params, data_dir: Path, out_dir: Path, 
 
     reads: dict = {}
     repeats = label_repeats(((e.cta_labels, e.cpa_labels) for e in train_examples), label_counts())
-    reference = primary_reference(agent_name, out_dir.parent / "primary", data_print, params)
+    reference = primary_reference(agent_name, out_dir.parent / "primary", scored_print, params)
     scores = final_scores(model, agent, data_dir, cfg, params.prepare, params.reading, accelerator, workers,
                           agent_name, reads, repeats, reference)
     if workers:
@@ -169,7 +173,7 @@ def train_agent(agent_name: str, params: Params, data_dir: Path, out_dir: Path, 
             JOINT_CONFIG_KEY: repeats.to_json(),  # the reading's joint decoding (aegir.eval.joint)
             **({"seam_gates": accelerator.unwrap_model(trained).gates_json()} if agent.seam_weight else {}),
         }, beside=lambda staging: save_eval_reads(staging / READS_FILE, reads, {
-            "checkpoint": checkpoint_fingerprint(staging), "data": data_print,
+            "checkpoint": checkpoint_fingerprint(staging), "data": scored_print,
             "prepare": asdict(params.prepare), "reading": asdict(params.reading)}))
         live.step = step
         if final_valid is not None:  # a run resumed at its end logged its final point already
@@ -242,6 +246,8 @@ def final_scores(model, agent: AgentConfig, data_dir: Path, cfg: Phase1Config, p
         result = score(examples, predictions)
         for task in ("cta", "cpa"):
             metrics[task][split] = result[task]
+        if split == REAL_SPLIT:  # beside the baseline's (results/baselines/scores.json), domain by domain
+            metrics[REAL_DOMAINS] = score_by_domain(examples, predictions)
         own = [i for i, e in enumerate(examples) if e.domain in agent.domains]
         if agent.domains and own:  # the same predictions, scored on the agent's own tables
             result = score([examples[i] for i in own], [predictions[i] for i in own])

@@ -113,3 +113,16 @@ def score(examples: Sequence[Example], predictions: Sequence[TablePrediction]) -
     """`{"cta": {micro_f1, macro_f1, support}, "cpa": {…}}` in percent."""
     pairs = gold_and_predicted(examples, predictions)
     return {task: task_report(gold, pred) for task, (gold, pred) in pairs.items()}
+
+
+def score_by_domain(examples: Sequence[Example], predictions: Sequence[TablePrediction]) -> dict[str, dict]:
+    """`{"cta": {domain: {micro_f1, macro_f1, support}}, "cpa": {…}}`: `score` of each domain's
+    tables (a domain without a labelled column of a task is left out of that task)."""
+    out: dict[str, dict] = {"cta": {}, "cpa": {}}
+    for domain in sorted({e.domain for e in examples}):
+        own = [i for i, e in enumerate(examples) if e.domain == domain]
+        result = score([examples[i] for i in own], [predictions[i] for i in own])
+        for task in out:
+            if result[task]["support"]:
+                out[task][domain] = result[task]
+    return out

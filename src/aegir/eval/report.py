@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aegir.config import SPLITS, TRAIN_SPLIT
+from aegir.config import REAL_DOMAINS, REAL_SPLIT, SPLITS, TRAIN_SPLIT
 from aegir.errors import DataError
 from aegir.eval.curves import read_curve
 
@@ -106,6 +106,8 @@ class Report:
     scaling: list[dict[str, Any]] = field(default_factory=list)  # Phase 4 rows, flattened
     sources: list[str] = field(default_factory=list)  # every file and curve directory read, in order
     calibration: list[dict[str, Any]] = field(default_factory=list)  # per checkpoint and task, on `real`
+    # the `real` split per domain: {row key ("baseline", "phase1"): {task: {domain: SplitF1}}}
+    real_domains: dict[str, dict[str, dict[str, SplitF1]]] = field(default_factory=dict)
 
     @property
     def splits(self) -> list[str]:
@@ -347,13 +349,19 @@ def collect(baselines: str | Path, phase1_dir: str | Path, phase3_dir: str | Pat
         sources.append(str(path))
         return read_json(path, stage)
 
+    baseline_tree = load(Path(baselines), "baselines")
     rows = [ModelRow("baseline", "baseline (TF-IDF + LR)", str(baselines),
-                     parse_f1(load(Path(baselines), "baselines"), baselines, "baselines"))]
+                     parse_f1(baseline_tree, baselines, "baselines"))]
     if not phase1_dir.is_dir():
         raise DataError(phase1_dir, f"Phase 1 results directory not found; {rerun_hint('phase1')}")
     primary = phase1_dir / "primary" / "scores.json"
-    rows.append(ModelRow("phase1", "Phase 1 primary", str(primary),
-                         parse_f1(load(primary, "phase1"), primary, "phase1")))
+    primary_tree = load(primary, "phase1")
+    rows.append(ModelRow("phase1", "Phase 1 primary", str(primary), parse_f1(primary_tree, primary, "phase1")))
+    # per domain of `real`, where both files have it (files written before it was scored lack it)
+    real_domains = {}
+    if all(isinstance(tree, Mapping) and REAL_DOMAINS in tree for tree in (baseline_tree, primary_tree)):
+        real_domains = {"baseline": parse_f1(baseline_tree[REAL_DOMAINS], baselines, "baselines", f"{REAL_DOMAINS}."),
+                        "phase1": parse_f1(primary_tree[REAL_DOMAINS], primary, "phase1", f"{REAL_DOMAINS}.")}
     agents = ["primary"] + sorted(p.name for p in phase1_dir.iterdir()
                                   if p.name != "primary" and (p / "scores.json").is_file())
     phase1_curves = [read_curves(phase1_dir / agent / "live", agent, "phase1") for agent in agents]
@@ -384,7 +392,8 @@ def collect(baselines: str | Path, phase1_dir: str | Path, phase3_dir: str | Pat
         if (phase4_dir / "scaling.json").is_file():
             scaling = parse_scaling(load(phase4_dir / "scaling.json", "phase4"), phase4_dir / "scaling.json")
     calibrated = parse_calibration(load(Path(calibration), "calibrate"), calibration) if calibration else []
-    return Report(rows, activation, domain_tables, phase1_curves, phase3_curves, scaling, sources, calibrated)
+    return Report(rows, activation, domain_tables, phase1_curves, phase3_curves, scaling, sources, calibrated,
+                  real_domains)
 
 
 # ----------------------------------------------------------------------------- markdown
@@ -446,6 +455,29 @@ FIGURES = {  # file under figures/ → what it shows (the report links each one 
 }
 
 
+def real_domain_lines(real_domains: Mapping[str, Mapping[str, Mapping[str, SplitF1]]]) -> list[str]:
+    """The `real` split per domain: the baseline's and the Phase 1 primary's micro-F1 and the
+    primary's lead, per task, one row per domain (supports from the primary's scores)."""
+    base, primary = real_domains["baseline"], real_domains["phase1"]
+    lines = [f"## `{REAL_SPLIT}` per domain", "",
+             "Micro-F1 of the baseline and the Phase 1 primary on the real tables of each schema.org class "
+             "(n: columns for CTA, pairs for CPA; `results/prepare/stats.json` lists each domain's families "
+             "and labels).", "",
+             "| domain | CTA n | baseline | primary | lead | CPA n | baseline | primary | lead |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    domains = sorted(set(primary["cta"]) | set(primary["cpa"]))
+    for domain in domains:
+        cells = [domain]
+        for task in TASKS:
+            mine, theirs = primary[task].get(domain), base[task].get(domain)
+            if mine is None or theirs is None:
+                cells += ["0", "–", "–", "–"]
+                continue
+            cells += [str(mine.support), _cell(theirs.micro), _cell(mine.micro), f"{mine.micro - theirs.micro:+.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def report_markdown(report: Report, figures: Sequence[str]) -> str:
     """`report.md`: the F1 table, routing, Phase 4 scaling (when given), links to `figures`
     (names under `figures/`)."""
@@ -463,6 +495,8 @@ def report_markdown(report: Report, figures: Sequence[str]) -> str:
                   "as `phase3` reads it, so on every table it equals the Phase 3 fused column; `always` and "
                   "`learned` add sub-agents to that reading.", ""]
     lines += f1_table(report)
+    if report.real_domains:
+        lines += [""] + real_domain_lines(report.real_domains)
     lines += ["", "## Routing (Phase 3)", "",
               "Share of evaluated tables that activated each specialist: "
               + ", ".join(f"`{name}` {rate:.3g}" for name, rate in report.activation_rate.items()) + ".", ""]

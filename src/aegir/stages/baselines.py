@@ -6,7 +6,8 @@ on `train` alone (never on the evaluation splits, `real` among them) for CTA (ev
 column) and for CPA (every labelled non-subject column, read alone: the baseline never sees
 column 0 or any other column). It is scored on every split with the same F1 as the model
 (`aegir.eval.metrics`) and writes `results/baselines/scores.json` (every split, train included,
-with supports) and `results/baselines/metrics.json` (DVC metrics, as phase1 reports them: per
+with supports; under `real_domains` the `real` split's tables of each domain, as phase1 scores
+them) and `results/baselines/metrics.json` (DVC metrics, as phase1 reports them: per
 task the benchmark and real-table micro-F1, under the name `baseline`). The CTA and CPA fits run
 in two processes where there are two cores.
 

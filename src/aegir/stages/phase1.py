@@ -23,17 +23,20 @@ accelerate config) the recurrences still run in float32 (`aegir.model.ops.float3
 
 Outputs (paths from the command line; dvc.yaml names them once):
   --out       model.safetensors + config.json (final weights, model config, params, vocabularies,
-              data fingerprint, process count)
+              fingerprint of the data it trains and validates on, process count)
   --metrics   metrics.json (DVC metrics, `aegir.eval.metrics.headline`: per task the benchmark
               and real-table micro-F1, under the agent's name), scores.json (micro/macro F1
-              per evaluation split with supports, specialists' in-domain F1, steps, tables),
+              per evaluation split with supports, the `real` split per domain, specialists'
+              in-domain F1, steps, tables),
               wall.json (DVC metrics: the run's wall minutes) and timing.json (its seconds, the
               step it resumed at) — the two outputs that are not reproducible, and the only
               ones left out of byte-identity checks — and live/ (DVCLive curves)
   --state     training state saved every `checkpoint_every` steps, with a snapshot of the
               curves logged so far; a killed run, re-run with the same params and data,
               resumes from it. It lives outside every other output (dvc.yaml: `persist: true`)
-              so that neither DVC nor Snakemake deletes it before the rerun.
+              so that neither DVC nor Snakemake deletes it before the rerun. "The same data"
+              is `train` and `valid` (`aegir.config.TRAINED_SPLITS`): a change to a split the
+              run only scores (`real`, say) resumes a finished run at its end and scores again.
 """
 
 from __future__ import annotations

