@@ -250,6 +250,25 @@ def test_evaluate_prepared_data_writes_json(tmp_path, checkpoint, prepared):
     assert "corner_cases" in result.output
 
 
+def test_evaluate_by_domain_scores_each_domains_tables_alone(tmp_path, checkpoint, prepared):
+    """--by-domain: per split and domain the same predictions scored on that domain's tables;
+    the supports add up to the split's, and each domain gets a printed row."""
+    out = tmp_path / "eval.json"
+    result = invoke("evaluate", "--checkpoint", checkpoint, "--data", prepared, "--split", "real", "--split", "test",
+                    "--by-domain", "--out", out)
+    assert result.exit_code == 0, result.output
+    scores = json.loads(out.read_text())
+    for split in ("real", "test"):
+        domains = scores[split]["domains"]
+        for task in ("cta", "cpa"):
+            assert sum(r["support"] for r in domains[task].values()) == scores[split][task]["support"]
+        for domain in domains["cta"]:
+            assert f"  {split} {domain}" in result.output
+    assert "Movie" in scores["real"]["domains"]["cta"]
+    plain = invoke("evaluate", "--checkpoint", checkpoint, "--data", prepared, "--split", "real", "--out", out)
+    assert plain.exit_code == 0 and "domains" not in json.loads(out.read_text())["real"]
+
+
 def test_evaluate_sotab_directory(tmp_path, checkpoint):
     root = sotab_dir(tmp_path / "sotab", good_table())
     result = invoke("evaluate", "--checkpoint", checkpoint, "--data", root, "--split", "test",

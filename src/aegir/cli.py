@@ -205,15 +205,17 @@ def _is_terminal(stream) -> bool:
               help="prepared data (data/prepared) or a SOTAB V2 directory (Train/ Validation/ Test/ + CSVs)")
 @click.option("--split", "splits", multiple=True, help="splits to score (default: all available)")
 @click.option("--out", "-o", type=click.Path(path_type=Path), help="write the scores as JSON here")
-def evaluate(checkpoint: Path, data: Path, splits: tuple[str, ...], out: Path | None) -> None:
-    """Score a checkpoint: CTA and CPA micro/macro F1 per split."""
+@click.option("--by-domain", is_flag=True,
+              help="also score each table domain's tables alone (a row per split and domain; `domains` in the JSON)")
+def evaluate(checkpoint: Path, data: Path, splits: tuple[str, ...], out: Path | None, by_domain: bool) -> None:
+    """Score a checkpoint: CTA and CPA micro/macro F1 per split (and per domain with --by-domain)."""
     from aegir import atomic
     from aegir.inference import evaluate_checkpoint, format_scores
     from aegir.train.memory import retain_freed_memory
 
     retain_freed_memory()  # batch after batch reuses its buffers (aegir.train.memory)
     try:
-        scores = evaluate_checkpoint(checkpoint, data, splits)
+        scores = evaluate_checkpoint(checkpoint, data, splits, by_domain)
     except AegirError as exc:
         _fail(str(exc))
     click.echo(format_scores(scores))

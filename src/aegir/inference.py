@@ -30,7 +30,7 @@ from aegir.eval.grouped import (
     table_reads,
     top,
 )
-from aegir.eval.predict import TablePrediction, predict, score
+from aegir.eval.predict import TablePrediction, predict, score, score_by_domain
 from aegir.eval.recorded import recorded_reading
 from aegir.labels import cpa_vocab, cta_vocab
 from aegir.model.checkpoint import checkpoint_fingerprint, load_checkpoint
@@ -309,8 +309,11 @@ def _is_prepared(data: Path) -> bool:
     return any(split_path(data, split).is_file() for split in SPLITS)
 
 
-def evaluate_checkpoint(checkpoint: Path, data: Path, splits: Sequence[str] = ()) -> dict[str, dict]:
-    """`{split: {"cta": {...}, "cpa": {...}}}` on prepared data or a SOTAB V2 directory.
+def evaluate_checkpoint(checkpoint: Path, data: Path, splits: Sequence[str] = (),
+                        by_domain: bool = False) -> dict[str, dict]:
+    """`{split: {"cta": {...}, "cpa": {...}}}` on prepared data or a SOTAB V2 directory; with
+    `by_domain`, also `"domains": {task: {domain: {...}}}`, the same predictions scored on each
+    domain's tables alone.
 
     Default splits: those present (prepared files; SOTAB splits with ground truth).
     """
@@ -331,7 +334,7 @@ def evaluate_checkpoint(checkpoint: Path, data: Path, splits: Sequence[str] = ()
     from aegir.swarm.model import is_swarm_checkpoint
 
     if is_swarm_checkpoint(checkpoint):
-        return _evaluate_swarm(checkpoint, data, splits, prepared)
+        return _evaluate_swarm(checkpoint, data, splits, prepared, by_domain)
     annotator = load_for_inference(checkpoint)
     results = {}
     for split in splits:
@@ -344,6 +347,8 @@ def evaluate_checkpoint(checkpoint: Path, data: Path, splits: Sequence[str] = ()
             examples = _examples(tables, annotator.prepare, data)
             predictions = annotator.predictions(tables, examples, data)
         results[split] = score(examples, predictions)
+        if by_domain:
+            results[split]["domains"] = score_by_domain(examples, predictions)
         if annotator.specialists:
             activation = np.array([p.activation for p in predictions], dtype=bool).reshape(-1, len(annotator.specialists))
             results[split]["activation_rate"] = {
@@ -352,7 +357,8 @@ def evaluate_checkpoint(checkpoint: Path, data: Path, splits: Sequence[str] = ()
     return results
 
 
-def _evaluate_swarm(checkpoint: Path, data: Path, splits: Sequence[str], prepared: bool) -> dict[str, dict]:
+def _evaluate_swarm(checkpoint: Path, data: Path, splits: Sequence[str], prepared: bool,
+                    by_domain: bool = False) -> dict[str, dict]:
     """`evaluate_checkpoint` for a Phase 4 swarm: F1 per split and the mean sub-agents spawned."""
     from aegir.data.prepared import read_split, tables_from_arrow
     from aegir.data.sotab import read_sotab
@@ -365,6 +371,8 @@ def _evaluate_swarm(checkpoint: Path, data: Path, splits: Sequence[str], prepare
             tables, examples = read_sotab(data, split), None
         predictions, swarm, examples = swarm_predictions(checkpoint, tables, data, examples=examples)
         results[split] = score(examples, predictions)
+        if by_domain:
+            results[split]["domains"] = score_by_domain(examples, predictions)
         results[split]["mean_subagents"] = round(sum(r.subagents for r in swarm) / max(1, len(swarm)), 4)
     return results
 
@@ -398,6 +406,13 @@ def format_scores(scores: dict[str, dict]) -> str:
     for split, s in scores.items():
         lines.append(f"{split:<22} {s['cta']['micro_f1']:>9.2f} {s['cta']['macro_f1']:>9.2f} {s['cta']['support']:>6}"
                      f"   {s['cpa']['micro_f1']:>9.2f} {s['cpa']['macro_f1']:>9.2f} {s['cpa']['support']:>6}")
+    for split, s in scores.items():
+        for domain in sorted(set(s.get("domains", {}).get("cta", {})) | set(s.get("domains", {}).get("cpa", {}))):
+            cells = []
+            for task in ("cta", "cpa"):
+                r = s["domains"][task].get(domain)
+                cells.append(f"{r['micro_f1']:>9.2f} {r['macro_f1']:>9.2f} {r['support']:>6}" if r else f"{'–':>9} {'–':>9} {0:>6}")
+            lines.append(f"  {split + ' ' + domain:<20} " + "   ".join(cells))
     routed = {split: s["activation_rate"] for split, s in scores.items() if "activation_rate" in s}
     if routed:
         lines.append("share of tables that activated each specialist:")
