@@ -99,6 +99,9 @@ def test_two_runs_are_byte_identical_and_report_every_variant(tiny_phase1, tmp_p
             assert set(scores[variant][task]) == {"valid", "test", "corner_cases", "missing_values",
                                                   "format_heterogeneity", "real", "wide"}
             assert set(scores[variant][task]["test"]) == {"micro_f1", "macro_f1", "support"}
+            # the real split per domain: the same predictions, each domain's tables alone
+            by_domain = scores[variant]["real_domains"][task]
+            assert sum(r["support"] for r in by_domain.values()) == scores[variant][task]["real"]["support"]
     assert set(scores["routing"]["activation_rate"]) == {"primary", "places", "media"}
     assert scores["critical_steps"]["primary_only"] == 4  # tiny: 1 encoder + 1 main + 1 decoder + 1 context
     # the DVC metrics: the headline of the control and the fused model, nothing more
@@ -271,6 +274,7 @@ def test_phase4_reports_the_swarm_and_a_killed_run_resumes_to_the_same_bytes(tin
     assert scores["phase3_reading"]["store"] == "found" and all(scores["phase3_reading"]["stored"].values())
     for task in ("cta", "cpa"):
         assert scores["never"][task] == fused[task], task
+        assert scores["never"]["real_domains"][task] == fused["real_domains"][task], task
     assert scores["never"]["spawn"]["test"]["mean_subagents"] == 0
     for split in scores["never"]["spawn"]:  # the share of tables with a sub-agent: none never, all always
         assert scores["never"]["spawn"][split]["spawn_share"] == 0

@@ -347,17 +347,29 @@ def test_the_calibration_section_gives_each_models_ece_and_the_confidence_for_95
 
 def test_the_real_split_per_domain_sets_the_primary_beside_the_baseline(inputs):
     """With `real_domains` in both the baseline's and the primary's scores, the report has a
-    row per domain: supports, both micro-F1 and the primary's lead; a domain one task lacks
-    gets dashes there. Without it in either file there is no such section (older results)."""
+    table per task, a row per domain: support, each model's micro-F1 (Phase 3's where its
+    scores have them too) and the primary's lead; a domain a model lacks gets a dash. Without
+    it in the baseline's or the primary's file there is no such section (older results)."""
     def domains(base: float) -> dict:
         return {"cta": {"Movie": {"micro_f1": base, "macro_f1": base, "support": 40},
                         "SportsTeam": {"micro_f1": base + 20, "macro_f1": base, "support": 12}},
                 "cpa": {"Movie": {"micro_f1": base - 5, "macro_f1": base, "support": 9}}}
 
-    assert "per domain" not in report_markdown(collect(inputs["baselines"], inputs["phase1"], inputs["phase3"]), [])
-    for path, base in ((inputs["baselines"], 50.0), (inputs["phase1"] / "primary" / "scores.json", 60.5)):
+    def add(path: Path, base: float, where: str | None = None) -> None:
         tree = json.loads(path.read_text())
-        (path).write_text(json.dumps({**tree, "real_domains": domains(base)}))
+        if where:
+            tree[where]["real_domains"] = domains(base)
+        else:
+            tree["real_domains"] = domains(base)
+        path.write_text(json.dumps(tree))
+
+    add(inputs["phase3"] / "scores.json", 70.0, "fused")
+    assert "per domain" not in report_markdown(collect(inputs["baselines"], inputs["phase1"], inputs["phase3"]), [])
+    add(inputs["baselines"], 50.0)
+    add(inputs["phase1"] / "primary" / "scores.json", 60.5)
     text = report_markdown(collect(inputs["baselines"], inputs["phase1"], inputs["phase3"]), [])
-    assert "| Movie | 40 | 50.0 | 60.5 | +10.5 | 9 | 45.0 | 55.5 | +10.5 |" in text
-    assert "| SportsTeam | 12 | 70.0 | 80.5 | +10.5 | 0 | – | – | – |" in text
+    cta, cpa = text.split("\nCTA:\n")[1].split("\nCPA:\n")
+    assert "| domain | n | baseline | Phase 1 primary | Phase 3 fused | primary − baseline |" in cta
+    assert "| Movie | 40 | 50.0 | 60.5 | 70.0 | +10.5 |" in cta
+    assert "| SportsTeam | 12 | 70.0 | 80.5 | 90.0 | +10.5 |" in cta
+    assert "| Movie | 9 | 45.0 | 55.5 | 65.0 | +10.5 |" in cpa and "SportsTeam" not in cpa.split("##")[0]

@@ -379,6 +379,11 @@ def collect(baselines: str | Path, phase1_dir: str | Path, phase3_dir: str | Pat
     domain_tables = [parse_domain_table(routing.get("activation_rate_by_domain"), phase3_path, "phase3",
                                         "routing.activation_rate_by_domain",
                                         "Phase 3: share of tables that activated each specialist")]
+    if real_domains:
+        for name in ("control", "fused"):
+            tree = phase3.get(name) if isinstance(phase3, Mapping) else None
+            if isinstance(tree, Mapping) and REAL_DOMAINS in tree:
+                real_domains[name] = parse_f1(tree[REAL_DOMAINS], phase3_path, "phase3", f"{name}.{REAL_DOMAINS}.")
     phase3_curves = [read_curves(phase3_dir / "live" / run, run, "phase3") for run in ("fused", "control")]
     sources += [curves.source for curves in phase3_curves]
 
@@ -388,6 +393,9 @@ def collect(baselines: str | Path, phase1_dir: str | Path, phase3_dir: str | Pat
         path = phase4_dir / "scores.json"
         phase4 = load(path, "phase4")
         rows.extend(phase4_rows(phase4, path))
+        learned = phase4.get("learned") if isinstance(phase4, Mapping) else None
+        if real_domains and isinstance(learned, Mapping) and REAL_DOMAINS in learned:
+            real_domains["phase4_learned"] = parse_f1(learned[REAL_DOMAINS], path, "phase4", f"learned.{REAL_DOMAINS}.")
         domain_tables.extend(phase4_domain_tables(phase4, path))
         if (phase4_dir / "scaling.json").is_file():
             scaling = parse_scaling(load(phase4_dir / "scaling.json", "phase4"), phase4_dir / "scaling.json")
@@ -455,27 +463,32 @@ FIGURES = {  # file under figures/ → what it shows (the report links each one 
 }
 
 
+REAL_DOMAIN_MODELS = {"baseline": "baseline", "phase1": "Phase 1 primary", "control": "Phase 3 control",
+                      "fused": "Phase 3 fused", "phase4_learned": "Phase 4 learned"}
+
+
 def real_domain_lines(real_domains: Mapping[str, Mapping[str, Mapping[str, SplitF1]]]) -> list[str]:
-    """The `real` split per domain: the baseline's and the Phase 1 primary's micro-F1 and the
-    primary's lead, per task, one row per domain (supports from the primary's scores)."""
-    base, primary = real_domains["baseline"], real_domains["phase1"]
+    """The `real` split per domain, a table per task: a row per domain, its support (the
+    primary's), each model's micro-F1 in `REAL_DOMAIN_MODELS` order, and the primary's lead over
+    the baseline."""
+    models = [key for key in REAL_DOMAIN_MODELS if key in real_domains]
     lines = [f"## `{REAL_SPLIT}` per domain", "",
-             "Micro-F1 of the baseline and the Phase 1 primary on the real tables of each schema.org class "
-             "(n: columns for CTA, pairs for CPA; `results/prepare/stats.json` lists each domain's families "
-             "and labels).", "",
-             "| domain | CTA n | baseline | primary | lead | CPA n | baseline | primary | lead |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    domains = sorted(set(primary["cta"]) | set(primary["cpa"]))
-    for domain in domains:
-        cells = [domain]
-        for task in TASKS:
-            mine, theirs = primary[task].get(domain), base[task].get(domain)
-            if mine is None or theirs is None:
-                cells += ["0", "–", "–", "–"]
-                continue
-            cells += [str(mine.support), _cell(theirs.micro), _cell(mine.micro), f"{mine.micro - theirs.micro:+.1f}"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+             "Micro-F1 on the real tables of each schema.org class (n: columns for CTA, pairs for CPA; "
+             "`results/prepare/stats.json` lists each domain's families and labels).", ""]
+    for task in TASKS:
+        primary = real_domains["phase1"][task]
+        lines += [f"{task.upper()}:", "",
+                  "| domain | n | " + " | ".join(REAL_DOMAIN_MODELS[key] for key in models) + " | primary − baseline |",
+                  "|---|---:|" + "---:|" * (len(models) + 1)]
+        for domain in sorted(primary):
+            cells = [domain, str(primary[domain].support)]
+            cells += [_cell(real_domains[key][task][domain].micro) if domain in real_domains[key][task] else "–"
+                      for key in models]
+            base = real_domains["baseline"][task].get(domain)
+            cells.append(f"{primary[domain].micro - base.micro:+.1f}" if base else "–")
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines[:-1]
 
 
 def report_markdown(report: Report, figures: Sequence[str]) -> str:

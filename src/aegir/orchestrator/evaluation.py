@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from aegir.config import EVAL_SPLITS, SPLITS, Phase3Config, PrepareConfig, ReadingConfig
+from aegir.config import EVAL_SPLITS, REAL_DOMAINS, REAL_SPLIT, SPLITS, Phase3Config, PrepareConfig, ReadingConfig
 from aegir.data.batch import padded
 from aegir.data.dataset import Example, collate, eval_batches, load_examples
 from aegir.data.prepared import fingerprint as data_fingerprint
@@ -28,6 +28,7 @@ from aegir.eval.predict import (
     predict,
     predictions_from_probs,
     score,
+    score_by_domain,
     table_predictions,
 )
 from aegir.eval.reads import StoredReads, dense_distributions
@@ -250,6 +251,8 @@ def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: A
             result = score(examples, variants[name])
             for task in ("cta", "cpa"):
                 metrics[name][task][split] = result[task]
+            if split == REAL_SPLIT:  # beside the baseline's and Phase 1's, domain by domain
+                metrics[name][REAL_DOMAINS] = score_by_domain(examples, variants[name])
         for name in ["phase1", *specialists]:
             slices[name][split] = slice_scores(examples, variants[name])
         split_rates[split] = routing_stats(examples, variants["fused"], fused.specialist_names)["activation_rate"]

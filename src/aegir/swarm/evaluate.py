@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import torch
 
-from aegir.config import EVAL_SPLITS
+from aegir.config import EVAL_SPLITS, REAL_DOMAINS, REAL_SPLIT
 from aegir.data.dataset import Example
 from aegir.eval.grouped import top
-from aegir.eval.predict import TablePrediction, score
+from aegir.eval.predict import TablePrediction, score, score_by_domain
 from aegir.model.network import AegirModel
 from aegir.progress import progress as progress_bar
 from aegir.swarm.model import Decision, Swarm, TableResult
@@ -211,6 +211,8 @@ def evaluate_policies(swarm: Swarm, load: Callable[[str], tuple[SplitData, bool]
                     by_domain[example.domain or "unknown"][split].append(count)
             for key in ("cta", "cpa", "spawn"):
                 scores[kind][key][split] = result[key]
+            if split == REAL_SPLIT:  # beside the baseline's, Phase 1's and Phase 3's, domain by domain
+                scores[kind][REAL_DOMAINS] = score_by_domain(data.examples, predictions)
         deep_effect[split] = deep_search_effect(swarm, data, family, predicted[("never", split)])
     mix_examples = [e for split in SCALING_SPLITS for e in split_data[split].examples]
     for kind in POLICIES:  # the scaling splits as one pool: narrow and wide tables together
