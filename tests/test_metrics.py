@@ -80,5 +80,7 @@ def test_reports_by_group_scores_each_groups_labelled_items_alone():
     assert out["Book"] == {"micro_f1": 100.0, "macro_f1": 100.0, "support": 2}
     assert out["Movie"]["support"] == 2 and out["Movie"]["micro_f1"] == 50.0
     assert reports_by_group([None], ["A"], ["Movie"]) == {}
+    # an item without a group (a table whose file name names no domain) counts as "unknown"
+    assert set(reports_by_group(["A", "B"], ["A", "B"], [None, "Movie"])) == {"Movie", "unknown"}
     with pytest.raises(ValueError):
         reports_by_group(gold, pred, groups[:-1])

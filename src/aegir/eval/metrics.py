@@ -72,14 +72,17 @@ def task_report(gold: Sequence[str | None], pred: Sequence[str | None]) -> dict[
     return f1_scores(gold, pred).as_dict()
 
 
+UNKNOWN_GROUP = "unknown"  # the group of an item whose group is missing (a table without a domain)
+
+
 def reports_by_group(gold: Sequence[str | None], pred: Sequence[str | None],
-                     groups: Sequence[str]) -> dict[str, dict[str, float | int]]:
-    """`task_report` of the items of each group (e.g. each column's table domain), by group name;
-    a group with no labelled item is left out."""
+                     groups: Sequence[str | None]) -> dict[str, dict[str, float | int]]:
+    """`task_report` of the items of each group (e.g. each column's table domain), by group name
+    (None: `UNKNOWN_GROUP`); a group with no labelled item is left out."""
     members: dict[str, list[int]] = {}
     for i, (group, label) in enumerate(zip(groups, gold, strict=True)):
         if label is not None:
-            members.setdefault(group, []).append(i)
+            members.setdefault(group or UNKNOWN_GROUP, []).append(i)
     return {group: task_report([gold[i] for i in idx], [pred[i] for i in idx])
             for group, idx in sorted(members.items())}
 

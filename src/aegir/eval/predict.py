@@ -11,7 +11,7 @@ import torch
 
 from aegir.data.batch import IGNORE_INDEX, Batch
 from aegir.data.dataset import Example, collate, eval_batches
-from aegir.eval.metrics import task_report
+from aegir.eval.metrics import reports_by_group, task_report
 from aegir.labels import cpa_vocab, cta_vocab
 
 if TYPE_CHECKING:
@@ -117,12 +117,12 @@ def score(examples: Sequence[Example], predictions: Sequence[TablePrediction]) -
 
 def score_by_domain(examples: Sequence[Example], predictions: Sequence[TablePrediction]) -> dict[str, dict]:
     """`{"cta": {domain: {micro_f1, macro_f1, support}}, "cpa": {…}}`: `score` of each domain's
-    tables (a domain without a labelled column of a task is left out of that task)."""
-    out: dict[str, dict] = {"cta": {}, "cpa": {}}
-    for domain in sorted({e.domain for e in examples}):
-        own = [i for i, e in enumerate(examples) if e.domain == domain]
-        result = score([examples[i] for i in own], [predictions[i] for i in own])
-        for task in out:
-            if result[task]["support"]:
-                out[task][domain] = result[task]
-    return out
+    tables (`reports_by_group`: a domain without a labelled column of a task is left out of that
+    task, a table without a domain counts as "unknown")."""
+    labelled: dict[str, tuple[list, list, list]] = {"cta": ([], [], []), "cpa": ([], [], [])}
+    for example, prediction in zip(examples, predictions, strict=True):
+        for task, (gold, pred) in gold_and_predicted([example], [prediction]).items():
+            labelled[task][0].extend(gold)
+            labelled[task][1].extend(pred)
+            labelled[task][2].extend([example.domain] * len(gold))
+    return {task: reports_by_group(*columns) for task, columns in labelled.items()}

