@@ -146,3 +146,27 @@ def test_ladder_names_every_place_a_larger_preset_scores_below_the_one_under_it(
     rows = [rung("tiny", 80.0, 70.0), rung("small", 90.0, 75.0), rung("cpu", 91.0, 74.0)]
     assert ladder.inversions(rows) == ["cpu < small: CTA real 74.00 < 75.00"]
     assert ladder.inversions(rows[:2]) == []
+
+
+def test_phase4_variants_change_one_decision_of_the_learned_policy_at_a_time():
+    variants = load_script("phase4_variants").variants
+    learned = [(4, 1, True, False), (0, 2, False, True)]
+    out = variants(learned, 16)
+    assert out["never"] == [(0, 0, False, False)] * 2
+    assert out["always"] == [(16, 0, False, True)] * 2  # as aegir.swarm.evaluate's control
+    assert out["learned"] == learned
+    assert out["consult_only"] == [(0, 0, False, True)] * 2
+    assert out["wide_only"] == [(16, 0, False, False)] * 2
+    assert out["learned+consult"] == [(4, 1, True, True), (0, 2, False, True)]
+    assert out["learned-no-wide"] == [(0, 1, True, False), (0, 2, False, True)]
+
+
+def test_phase4_variants_always_is_the_stages_control():
+    from aegir.swarm.evaluate import decisions
+
+    class Data:
+        views = [object()] * 3
+
+    variants = load_script("phase4_variants").variants
+    assert variants([(0, 0, False, False)] * 3, 8)["always"] == decisions(None, Data(), "always", 8)
+    assert variants([(0, 0, False, False)] * 3, 8)["never"] == decisions(None, Data(), "never", 8)
