@@ -536,3 +536,41 @@ def test_specialist_train_tables_take_their_own_ways_of_drawing_and_no_other_spl
     assert hard_pairs > 1.5 * natural_pairs
     with pytest.raises(ConfigError, match="synthetic.specialist_train_styles"):
         SyntheticConfig(specialist_train_styles=("natural", "wide"))
+
+
+def test_league_tables_add_up_as_football_tables_do():
+    """A standings page (`domains.STANDINGS_TABLE`): each team's games are its wins, draws and
+    losses, its points three (on some pages two) per win and one per draw, its difference its
+    goals for less those against, and its position its row."""
+    assert any(v.cta == "SportsTeam" and {p.key for p in v.props} >= {"played", "won", "points", "goals"}
+               for v in DOMAINS["SportsEvent"].variants)
+    for seed in range(6):
+        ctx, _ = _row_context(seed, "en_GB")
+        rows = [latents.standing(ctx, Row(i)) for i in range(8)]
+        assert len({r["played"] for r in rows}) == 1  # one matchday per table
+        for i, r in enumerate(rows):
+            assert r["won"] + r["drawn"] + r["lost"] == r["played"] and min(r.values()) >= 0
+            assert r["position"] == i + 1
+        # one rule per page: three points for a win, or two
+        assert any(all(r["points"] == win * r["won"] + r["drawn"] for r in rows) for win in (2, 3))
+        row = Row(0)
+        difference = kinds.K["goal_difference"].draw(ctx, row)
+        scored, conceded = kinds.K["goals"].draw(ctx, row)
+        assert difference == scored - conceded
+
+
+def test_clubs_are_named_as_football_leagues_write_them():
+    """Half the pages name their clubs as football leagues do (`vocab.CLUB_PATTERNS`: "1. FC
+    Köln", "Borussia Dortmund", "Hannover 96"), one style per page; a team never plays itself;
+    a list of teams names each club once."""
+    styles = []
+    for seed in range(20):
+        ctx, _ = _row_context(seed, "de_DE")
+        pairs = [latents.teams(ctx, Row(i)) for i in range(10)]
+        assert all(home != away for home, away in pairs)
+        assert all("{" not in name and name.strip() and town in name for pair in pairs for town, name in pair)
+        styles.append(ctx.memo["club_patterns"] is vocab.CLUB_PATTERNS)
+    assert 4 <= sum(styles) <= 16
+    ctx, _ = _row_context(1, "de_DE")
+    listed = [latents.team(ctx, Row(i)) for i in range(10)]
+    assert len(set(listed)) == 10

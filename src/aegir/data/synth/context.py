@@ -248,7 +248,7 @@ RESOLVERS: dict[str, Callable[[TableContext], Any]] = {
     "Work": lambda c: c.rng.choice(vocab.WORK_PERFORMED),
     "Venue": lambda c: fill(c, c.rng.choice(vocab.VENUE_PATTERNS)),
     "year": lambda c: c.rng.randint(1995, 2025), "n": lambda c: c.rng.randint(2, 9),
-    "n2": lambda c: c.rng.randint(10, 99), "m": lambda c: c.rng.choice((10, 15, 20, 25, 30, 40, 45, 60)),
+    "n2": lambda c: c.rng.randint(10, 99), "club_year": lambda c: c.rng.choice((1, 4, 5, 7, 9, 46, 96, 98)), "m": lambda c: c.rng.choice((10, 15, 20, 25, 30, 40, 45, 60)),
     "s": lambda c: c.rng.randint(1, 8), "hour": lambda c: c.rng.randint(17, 21),
     "temp": lambda c: c.rng.choice((160, 180, 190, 200, 220)),
     "roman": lambda c: c.rng.choice(_ROMAN), "ordinal": lambda c: c.rng.choice(_ORDINALS),

@@ -226,6 +226,15 @@ TEAM_TABLE = SubjectVariant("SportsTeam", OTHER_SUBJECTS["team"], 0.2, (
     fact("championships", "Number", "small_number", 0.5), code(0.6, kind="place_code"),
     P("url", "URL", "url", weight=0.5),
 ))
+# a league table: the season's standings, one team per row (position, games, wins, draws,
+# losses, goals, difference, points), as football sites print them
+STANDINGS_TABLE = SubjectVariant("SportsTeam", OTHER_SUBJECTS["team"], 0.12, (
+    fact("position", "Number", "standing_position", 1.2), fact("played", "Number", "standing_played", 1.5),
+    fact("won", "Number", "standing_won", 1.5), fact("drawn", "Number", "standing_drawn", 1.5),
+    fact("lost", "Number", "standing_lost", 1.5), fact("goals", None, "goals", 1.0),
+    fact("goalDifference", "Number", "goal_difference", 0.8), fact("points", "Number", "standing_points", 1.5),
+    P("location", "addressLocality", "team_city", weight=0.2),
+))
 
 
 # ----------------------------------------------------------------------------- the domains
@@ -445,7 +454,7 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
         description("SportsEvent", None, weight=0.5),
         *offer_props("ticket_price", 0.7, valid_from="ticket_sale"), *web_props(0.5),
         fact("eventDay", "DayOfWeek", "event_weekday", 0.4), fact("attendance", "Number", "capacity", 0.5), code(0.3),
-    ), (TEAM_TABLE,)),
+    ), (TEAM_TABLE, STANDINGS_TABLE)),
     Domain("TVEpisode", SUBJECTS["TVEpisode"], (
         P("episodeNumber", "Number", "episode_number", weight=1.5, signature=True, cpa_lookalike=True),
         P("partOfSeries", "CreativeWorkSeries", "series", weight=1.5, signature=True, **BOTH),

@@ -290,9 +290,16 @@ K: dict[str, Kind] = {k.name: k for k in (
     Kind("country_area", L.latent("area", lambda c, r: round(L.log_uniform(c, 300, 1.7e7))), F.AREA_FORMATS,
          lambda c: (0, 1, 2)),
     Kind("country_currency", L.listed_country_currency, F.CURRENCY_FORMATS, lambda c: (0, 0, 2)),
-    words("team_city", lambda c, r: L.teams(c, r)[0][0]),
+    words("team_city", lambda c, r: L.team(c, r)[0]),
     words("team_venue", lambda c, r: c.rng.choice(("{c} Arena", "Stadion {c}", "{c} Stadium", "{c} Center",
-                                                  "{c} Coliseum")).format(c=L.teams(c, r)[0][0])),
+                                                  "{c} Coliseum")).format(c=L.team(c, r)[0])),
+    # a league table's columns (`domains.STANDINGS_TABLE`)
+    *(Kind(f"standing_{key}", lambda c, r, key=key: L.standing(c, r)[key])
+      for key in ("played", "won", "drawn", "lost", "points", "position")),
+    Kind("goal_difference", lambda c, r: L.standing(c, r)["for"] - L.standing(c, r)["against"],
+         (F.as_is, lambda c, d: f"{d:+d}" if d else "0")),
+    Kind("goals", lambda c, r: (L.standing(c, r)["for"], L.standing(c, r)["against"]),
+         (lambda c, g: f"{g[0]}:{g[1]}", lambda c, g: f"{g[0]}-{g[1]}", lambda c, g: f"{g[0]} : {g[1]}")),
     words("org_category", L.pick(vocab.ORGANISATION_CATEGORIES)),
     # works
     Kind("series", L.series), Kind("album", L.album),
@@ -317,7 +324,7 @@ OTHER_SUBJECTS: dict[str, Kind] = {
                     recase=True),
     "postcode": Kind("postcode_subject", L.latent("name", lambda c, r: L.address(c, r)["postcode"])),
     "organisation": subject("organisation_subject", L.organisation),
-    "team": subject("team_subject", lambda c, r: L.teams(c, r)[0][1]),
+    "team": subject("team_subject", lambda c, r: L.team(c, r)[1]),
     # a list of towns names them as an address names its locality: only the table tells them apart
     "town": subject("town_subject", lambda c, r: L.city(c)),
 }

@@ -302,11 +302,38 @@ def artist(ctx: TableContext, row: Row) -> str:
     return row.get("artist", lambda: ctx.rng.choice(ctx.table_value("artists", pool)))
 
 
+def club(ctx: TableContext) -> tuple[str, str]:
+    """(its town, a team's name), named as the page's league writes its clubs: half the pages
+    as football leagues do (`vocab.CLUB_PATTERNS`), the others with the older patterns."""
+    city = ctx.fake.city()
+    patterns = ctx.table_value("club_patterns", lambda: vocab.CLUB_PATTERNS if ctx.rng.random() < 0.5
+                               else vocab.SPORT_TEAM_PATTERNS)
+    return city, fill(ctx, ctx.rng.choice(patterns), City=city)
+
+
 def teams(ctx: TableContext, row: Row) -> tuple[tuple[str, str], tuple[str, str]]:
-    def team() -> tuple[str, str]:
-        city = ctx.fake.city()
-        return city, fill(ctx, ctx.rng.choice(vocab.SPORT_TEAM_PATTERNS), City=city)
-    return row.get("teams", lambda: (team(), team()))
+    """A fixture's home and away teams, (town, name) each."""
+    return row.get("teams", lambda: (club(ctx), club(ctx)))
+
+
+def team(ctx: TableContext, row: Row) -> tuple[str, str]:
+    """The team a row of a list of teams is about (town, name): each row its own club."""
+    return row.get("team", lambda: club(ctx))
+
+
+def standing(ctx: TableContext, row: Row) -> dict[str, int]:
+    """A team's line in a league table: games played (the table's matchday), won, drawn, lost,
+    goals for and against, points (three for a win, on some pages two) and its position."""
+    def make() -> dict[str, int]:
+        played = ctx.table_value("matchday", lambda: ctx.rng.choice((10, 17, 22, 30, 34, 34, 38, 38)))
+        win = ctx.table_value("points_for_a_win", lambda: 2 if ctx.rng.random() < 0.15 else 3)
+        won = ctx.rng.randint(0, played)
+        drawn = ctx.rng.randint(0, played - won)
+        scored = won * 2 + drawn + ctx.rng.randint(0, played)
+        conceded = (played - won - drawn) * 2 + drawn + ctx.rng.randint(0, played)
+        return {"played": played, "won": won, "drawn": drawn, "lost": played - won - drawn,
+                "for": scored, "against": conceded, "points": win * won + drawn, "position": row.index + 1}
+    return row.get("standing", make)
 
 
 def brand(ctx: TableContext, row: Row) -> str:

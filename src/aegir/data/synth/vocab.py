@@ -401,6 +401,14 @@ OCCUPATION_CODES = ("15-1252.00", "29-1141.00", "41-2031.00", "43-4051.00", "11-
 SPORT_TEAM_PATTERNS = ("FC {City}", "{City} United", "{City} {Mascot}", "SV {City}",
                        "Real {City}", "AC {City}", "{City} Rovers", "Sporting {City}",
                        "{City} City", "VfB {City}", "Olympique {City}", "{City} Athletic")
+# Clubs as football leagues write them: a club's legal prefix and often its founding year, a
+# name of its own before the town, or the town alone with its club suffix.
+CLUB_PATTERNS = ("1. FC {City}", "Borussia {City}", "Eintracht {City}", "Fortuna {City}", "VfL {City}",
+                 "SC {City}", "TSV {City}", "FSV {City}", "SpVgg {City}", "{City} {club_year:02d}",
+                 "FC {City} {club_year:02d}", "SV {City} {club_year:02d}", "TSG {City}", "Union {City}",
+                 "Dynamo {City}", "Rot-Weiss {City}", "Atlético {City}", "Racing {City}", "Stade {City}",
+                 "AS {City}", "Inter {City}", "{City} Wanderers", "{City} Town", "{City} Albion", "{City} FC",
+                 "{City} SC", "Hertha {City}", "Alemannia {City}", "Kickers {City}", "Arminia {City}")
 MASCOTS = ("Tigers", "Lions", "Eagles", "Bears", "Wolves", "Sharks", "Hawks", "Bulls",
            "Rangers", "Panthers", "Giants", "Pirates", "Falcons", "Warriors", "Dragons")
 SPORTS_EVENT_PATTERNS = ("{home} vs {away}", "{home} vs. {away}", "{home} - {away}", "{home} v {away}",
