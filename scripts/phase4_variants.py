@@ -27,16 +27,13 @@ import argparse
 from dataclasses import asdict
 from pathlib import Path
 
-import torch
-
 from aegir import atomic
 from aegir.config import SPLITS, load_params
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.eval.reads import StoredReads
 from aegir.labels import cta_vocab
-from aegir.model.checkpoint import checkpoint_fingerprint
 from aegir.orchestrator.checkpoint import load_orchestrator
-from aegir.swarm.evaluate import evaluate
+from aegir.swarm.evaluate import decisions, evaluate
 from aegir.swarm.model import load_swarm
 from aegir.swarm.spawn import family_of_labels
 from aegir.swarm.splits import load_split
@@ -44,16 +41,16 @@ from aegir.swarm.splits import load_split
 Decision = tuple[int, int, bool, bool]  # (wide sub-agents, specialist, deep, consult)
 
 
-def variants(learned: list[Decision], max_subagents: int) -> dict[str, list[Decision]]:
-    """The fixed variants of the module docstring, one decision per table, from the learned
-    policy's decisions `learned`."""
-    n = len(learned)
+def variants(swarm, data, max_subagents: int) -> dict[str, list[Decision]]:
+    """The variants of the module docstring, one decision per table of `data`: the stage's own
+    three policies (`aegir.swarm.evaluate.decisions`), and the others one change away from them."""
+    never, always, learned = (decisions(swarm, data, kind, max_subagents) for kind in ("never", "always", "learned"))
     return {
-        "never": [(0, 0, False, False)] * n,
-        "always": [(max_subagents, 0, False, True)] * n,
-        "learned": list(learned),
-        "consult_only": [(0, 0, False, True)] * n,
-        "wide_only": [(max_subagents, 0, False, False)] * n,
+        "never": never,
+        "always": always,
+        "learned": learned,
+        "consult_only": [(0, s, deep, True) for _, s, deep, _ in never],
+        "wide_only": [(g, s, deep, False) for g, s, deep, _ in always],
         "learned+consult": [(g, s, deep, True) for g, s, deep, _ in learned],
         "learned-no-wide": [(0, s, deep, consult) for _, s, deep, consult in learned],
     }
@@ -76,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     prints = data_fingerprint(args.data, SPLITS)
 
     def store_of(directory: Path, prepare) -> StoredReads | None:
-        return StoredReads.open(directory, {"checkpoint": checkpoint_fingerprint(directory), "data": prints,
-                                            "prepare": prepare, "reading": recorded.get("reading")})[0]
+        return StoredReads.of_checkpoint(directory, {"data": prints, "prepare": prepare,
+                                                     "reading": recorded.get("reading")})[0]
 
     store = store_of(phase3_dir, recorded.get("prepare"))
     subagent_stores = {entry["name"]: store_of((args.checkpoint / entry["checkpoint"]).resolve(),
@@ -88,10 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     for split in args.split or ["real"]:
         data, _ = load_split(split, args.data, swarm.orch, swarm.subagents, params, family, swarm.reading, store,
                              0, subagent_stores)
-        with torch.no_grad():
-            chosen = variants(swarm.decide(data.views, top), top)
-        for name, decisions in chosen.items():
-            result = evaluate(swarm, data, decisions)
+        chosen = variants(swarm, data, top)
+        for name, chosen_decisions in chosen.items():
+            result = evaluate(swarm, data, chosen_decisions)
             row = {"cta": round(result["cta"]["micro_f1"], 2), "cpa": round(result["cpa"]["micro_f1"], 2),
                    "consult_share": result["spawn"]["consult_share"],
                    "mean_wide_subagents": result["spawn"]["mean_wide_subagents"]}

@@ -148,10 +148,18 @@ def test_ladder_names_every_place_a_larger_preset_scores_below_the_one_under_it(
     assert ladder.inversions(rows[:2]) == []
 
 
-def test_phase4_variants_change_one_decision_of_the_learned_policy_at_a_time():
-    variants = load_script("phase4_variants").variants
+def test_phase4_variants_change_one_decision_of_the_stages_policies_at_a_time():
     learned = [(4, 1, True, False), (0, 2, False, True)]
-    out = variants(learned, 16)
+
+    class Swarm:  # aegir.swarm.evaluate.decisions asks the swarm only for the learned policy's choices
+        def decide(self, views, n):
+            assert n == 16
+            return learned
+
+    class Data:
+        views = [object()] * 2
+
+    out = load_script("phase4_variants").variants(Swarm(), Data(), 16)
     assert out["never"] == [(0, 0, False, False)] * 2
     assert out["always"] == [(16, 0, False, True)] * 2  # as aegir.swarm.evaluate's control
     assert out["learned"] == learned
@@ -167,6 +175,10 @@ def test_phase4_variants_always_is_the_stages_control():
     class Data:
         views = [object()] * 3
 
-    variants = load_script("phase4_variants").variants
-    assert variants([(0, 0, False, False)] * 3, 8)["always"] == decisions(None, Data(), "always", 8)
-    assert variants([(0, 0, False, False)] * 3, 8)["never"] == decisions(None, Data(), "never", 8)
+    class Swarm:
+        def decide(self, views, n):
+            return [(0, 0, False, False)] * len(views)
+
+    out = load_script("phase4_variants").variants(Swarm(), Data(), 8)
+    assert out["always"] == decisions(None, Data(), "always", 8)
+    assert out["never"] == decisions(None, Data(), "never", 8)
