@@ -32,6 +32,7 @@ from aegir.config import SPLITS, load_params
 from aegir.data.prepared import fingerprint as data_fingerprint
 from aegir.eval.reads import StoredReads
 from aegir.labels import cta_vocab
+from aegir.model.checkpoint import checkpoint_fingerprint
 from aegir.orchestrator.checkpoint import load_orchestrator
 from aegir.swarm.evaluate import decisions, evaluate
 from aegir.swarm.model import load_swarm
@@ -73,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     prints = data_fingerprint(args.data, SPLITS)
 
     def store_of(directory: Path, prepare) -> StoredReads | None:
-        return StoredReads.of_checkpoint(directory, {"data": prints, "prepare": prepare,
-                                                     "reading": recorded.get("reading")})[0]
+        return StoredReads.open(directory, {"checkpoint": checkpoint_fingerprint(directory), "data": prints,
+                                            "prepare": prepare, "reading": recorded.get("reading")})[0]
 
     store = store_of(phase3_dir, recorded.get("prepare"))
     subagent_stores = {entry["name"]: store_of((args.checkpoint / entry["checkpoint"]).resolve(),
