@@ -360,6 +360,23 @@ def test_cannes_lists_one_years_competition_with_running_times_and_former_countr
     assert all(c.startswith("https://www.imdb.com/title/") for c in english.columns[english.column_names.index("IMDb")])
 
 
+def test_a_malformed_running_time_names_the_shipped_file_and_its_line(tmp_path, monkeypatch):
+    """A films file whose running time is not one ("ninety minutes") stops `cannes` with a
+    DataError naming the file and the line of the record, not a bare ValueError."""
+    from aegir.data.real import sources
+    from aegir.errors import DataError
+
+    films = tmp_path / "09-films.csv"
+    films.write_text("year,title,original_title,director,languages,countries_of_origin,run_time,imdb_url\n"
+                     "1946,The Lovers,,Giacomo Gentilomo,it,IT,1h 30m,https://www.imdb.com/title/tt0038297/\n"
+                     "1946,Other,,Someone,en,US,ninety minutes,https://www.imdb.com/title/tt0038303/\n",
+                     encoding="utf-8")
+    monkeypatch.setattr(sources, "shipped_file", lambda *parts: films)
+    with pytest.raises(DataError, match="not a running time") as raised:
+        sources.cannes()
+    assert raised.value.path == str(films) and raised.value.line == 3
+
+
 def test_occupations_are_titled_as_pages_title_them(tables):
     """car's `Prestige` and `Duncan` row names become titles; incomes of the Canadian census
     are written in Canadian dollars as en_CA and fr_CA pages write them."""

@@ -31,6 +31,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from aegir.errors import DataError
+
 MIN_ROWS = 8  # rows of a table, as the issue asks: 8–30
 MAX_ROWS = 30
 
@@ -580,14 +582,22 @@ def cannes() -> list[Group]:
     """The films of one year's Cannes competition (great_tables' bundled `films`, 1,851 films of
     1946–2024, read as a file): title, original title, director, languages, countries of
     origin, running time and IMDb page, in the data's order; 16 years spread over the 79."""
-    with shipped_file("great_tables", "data", "09-films.csv").open(encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f))
+    path = shipped_file("great_tables", "data", "09-films.csv")
+    rows = []
+    with path.open(encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        for r in reader:
+            try:
+                r["length"] = running_minutes(r["run_time"]) if r["run_time"] else None
+            except (ValueError, TypeError) as exc:  # the file's line where the record ends
+                raise DataError(path, f"run_time: {exc}", line=reader.line_num) from None
+            rows.append(r)
     by_year = _grouped(({
         "title": r["title"], "original_title": r["original_title"] or None, "director": r["director"] or None,
         "languages": tuple(r["languages"].split(",")) if r["languages"] else None,
         "country": country_in_english(r["countries_of_origin"].split(",")[0]) if r["countries_of_origin"] else None,
         "run_time": r["run_time"] or None,
-        "length": running_minutes(r["run_time"]) if r["run_time"] else None, "year": int(r["year"]),
+        "length": r["length"], "year": int(r["year"]),
         "imdb": r["imdb_url"] or None} for r in rows), lambda r: str(r["year"]))
     groups: list[Group] = []
     for year, films_ in by_year.items():
