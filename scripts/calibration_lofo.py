@@ -1,0 +1,156 @@
+"""Calibrators fitted on `real` itself, measured out of family: could a post-hoc map fitted on
+real tables make the confidences on real tables trustworthy (issue 39 item 3)?
+
+    python scripts/calibration_lofo.py models/phase4 models/phase3 models/phase1/primary
+
+The `calibrate` stage fits one temperature per task on the synthetic `valid` split, which makes
+the confidences on `real` worse (docs/experiments.md, "A temperature from a synthetic split does
+not calibrate real"). This script asks what a map fitted on real tables would do, without
+scoring it on the tables it was fitted on: every `real` family's (`aegir.data.real.family_of`)
+targets are mapped by a calibrator fitted on the *other* families' targets (leave-one-family-out),
+and the expected calibration error (`aegir.eval.calibration`, 15 bins) and the coverage at 95 %
+accuracy are computed on those out-of-family confidences. Per checkpoint and task it prints:
+
+    own        the model's own top-1 confidences
+    T valid    the calibrate stage's temperature (fitted on `valid`)
+    T lofo     a temperature fitted (NLL) on the other families
+    platt lofo a logistic map of the top-1 confidence's log-odds, a·logit(c) + b, fitted on them
+    hist lofo  equal-mass histogram binning (10 bins) of the top-1 confidence, fitted on them
+
+Each checkpoint's distributions come from what its stage stored (`aegir.calibration.StoredTargets`),
+re-scored where no store matches. Not part of `dvc repro`; what it measured is in
+docs/experiments.md ("Calibrators fitted on real tables, measured out of family").
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+import numpy as np
+
+from aegir.eval.calibration import (
+    Scored,
+    coverage_curve,
+    expected_calibration_error,
+    fit_temperature,
+    for_accuracy,
+    temper,
+)
+
+TASKS = ("cta", "cpa")
+CLIP = 1e-6  # confidences are kept inside (CLIP, 1 − CLIP) before their log-odds
+
+
+def logit(confidences: np.ndarray) -> np.ndarray:
+    c = np.clip(np.asarray(confidences, dtype=np.float64), CLIP, 1.0 - CLIP)
+    return np.log(c / (1.0 - c))
+
+
+def fit_platt(confidences: np.ndarray, correct: np.ndarray, iterations: int = 50) -> tuple[float, float]:
+    """(a, b) of P(correct) = σ(a·logit(c) + b), maximum likelihood by Newton's method with a
+    tiny ridge (so a set of all-right or all-wrong targets still gives finite numbers)."""
+    x, y = logit(confidences), np.asarray(correct, dtype=np.float64)
+    a, b, ridge = 1.0, 0.0, 1e-6
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-(a * x + b)))
+        w = p * (1.0 - p)
+        grad = np.array([np.sum((p - y) * x) + ridge * a, np.sum(p - y) + ridge * b])
+        hess = np.array([[np.sum(w * x * x) + ridge, np.sum(w * x)], [np.sum(w * x), np.sum(w) + ridge]])
+        step = np.linalg.solve(hess, grad)
+        a, b = a - step[0], b - step[1]
+        if not (math.isfinite(a) and math.isfinite(b)):
+            raise ValueError("Platt fit diverged")
+        if np.abs(step).max() < 1e-10:
+            break
+    return float(a), float(b)
+
+
+def platt(confidences: np.ndarray, a: float, b: float) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-(a * logit(confidences) + b)))
+
+
+def fit_histogram(confidences: np.ndarray, correct: np.ndarray, bins: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    """(edges, accuracy per bin) of equal-mass binning; an empty bin maps to its mid-point."""
+    edges = np.quantile(confidences, np.linspace(0.0, 1.0, bins + 1))
+    edges[0], edges[-1] = -np.inf, np.inf
+    index = np.clip(np.searchsorted(edges, confidences, side="right") - 1, 0, bins - 1)
+    correct = np.asarray(correct, dtype=np.float64)
+    means = np.array([correct[index == i].mean() if (index == i).any() else (i + 0.5) / bins for i in range(bins)])
+    return edges, means
+
+
+def histogram(confidences: np.ndarray, edges: np.ndarray, means: np.ndarray) -> np.ndarray:
+    return means[np.clip(np.searchsorted(edges, confidences, side="right") - 1, 0, len(means) - 1)]
+
+
+def out_of_family(scored: Scored, groups: np.ndarray) -> dict[str, np.ndarray]:
+    """{calibrator: each target's confidence from the map fitted on the other groups' targets}."""
+    own, correct = scored.confidences(), scored.correct
+    out = {name: np.zeros(len(own)) for name in ("T lofo", "platt lofo", "hist lofo")}
+    for group in np.unique(groups):
+        held, fit = groups == group, groups != group
+        if not fit.any():
+            raise ValueError(f"only one group ({group}): nothing to fit on out of it")
+        t = fit_temperature(scored.probs[fit], scored.gold[fit])
+        out["T lofo"][held] = temper(scored.probs[held], t)[np.arange(int(held.sum())), scored.chosen[held]]
+        out["platt lofo"][held] = platt(own[held], *fit_platt(own[fit], correct[fit]))
+        out["hist lofo"][held] = histogram(own[held], *fit_histogram(own[fit], correct[fit]))
+    return out
+
+
+def target_families(examples) -> dict[str, np.ndarray]:
+    """Per task the `real` family of each scored target, in `scored_targets`' order."""
+    from aegir.data.batch import IGNORE_INDEX
+    from aegir.data.real import family_of, layout_families
+
+    layouts = layout_families()
+    out: dict[str, list[str]] = {task: [] for task in TASKS}
+    for example in examples:
+        family = family_of(example.table_id, layouts)
+        for task in TASKS:
+            gold = getattr(example, f"{task}_labels")
+            out[task] += [family for c in range(1 if task == "cpa" else 0, example.num_columns) if gold[c] != IGNORE_INDEX]
+    return {task: np.asarray(families) for task, families in out.items()}
+
+
+def rows(scored: Scored, groups: np.ndarray, valid_temperature: float) -> dict[str, dict]:
+    """{calibrator: {ece, mean_confidence, coverage_at_95}} of one task (fractions)."""
+    confidences = {"own": scored.confidences(), "T valid": scored.confidences(valid_temperature),
+                   **out_of_family(scored, groups)}
+    out = {}
+    for name, c in confidences.items():
+        reach = for_accuracy(coverage_curve(c, scored.correct))
+        out[name] = {"ece": expected_calibration_error(c, scored.correct), "mean_confidence": float(np.mean(c)),
+                     "coverage_at_95": reach["coverage"] if reach else None}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoints", nargs="+", type=Path)
+    parser.add_argument("--data", type=Path, default=Path("data/prepared"))
+    args = parser.parse_args(argv)
+    from aegir.calibration import StoredTargets, checkpoint_targets
+
+    stored = StoredTargets(args.data)
+    families = target_families(stored.examples("real"))
+    print("checkpoint | task | accuracy | calibrator | ECE % | mean confidence % | coverage at 95 % accuracy")
+    for checkpoint in args.checkpoints:
+        targets, _ = stored.targets(checkpoint, ["real", "valid"])
+        missing = [split for split in ("real", "valid") if split not in targets]
+        if missing:
+            targets.update(checkpoint_targets(checkpoint, args.data, missing))
+        for task in TASKS:
+            scored, valid = targets["real"][task], targets["valid"][task]
+            t = fit_temperature(valid.probs, valid.gold)
+            for name, row in rows(scored, families[task], t).items():
+                reach = "none" if row["coverage_at_95"] is None else f"{100 * row['coverage_at_95']:.1f} %"
+                print(f"{checkpoint} | {task.upper()} | {100 * scored.correct.mean():.1f} | {name} | "
+                      f"{100 * row['ece']:.1f} | {100 * row['mean_confidence']:.1f} | {reach}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
