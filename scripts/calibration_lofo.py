@@ -31,15 +31,14 @@ from pathlib import Path
 import numpy as np
 
 from aegir.eval.calibration import (
+    TASKS,
     Scored,
     coverage_curve,
     expected_calibration_error,
     fit_temperature,
     for_accuracy,
-    temper,
 )
 
-TASKS = ("cta", "cpa")
 CLIP = 1e-6  # confidences are kept inside (CLIP, 1 − CLIP) before their log-odds
 
 
@@ -94,7 +93,7 @@ def out_of_family(scored: Scored, groups: np.ndarray) -> dict[str, np.ndarray]:
         if not fit.any():
             raise ValueError(f"only one group ({group}): nothing to fit on out of it")
         t = fit_temperature(scored.probs[fit], scored.gold[fit])
-        out["T lofo"][held] = temper(scored.probs[held], t)[np.arange(int(held.sum())), scored.chosen[held]]
+        out["T lofo"][held] = Scored(scored.probs[held], scored.chosen[held], scored.gold[held]).confidences(t)
         out["platt lofo"][held] = platt(own[held], *fit_platt(own[fit], correct[fit]))
         out["hist lofo"][held] = histogram(own[held], *fit_histogram(own[fit], correct[fit]))
     return out
@@ -102,16 +101,15 @@ def out_of_family(scored: Scored, groups: np.ndarray) -> dict[str, np.ndarray]:
 
 def target_families(examples) -> dict[str, np.ndarray]:
     """Per task the `real` family of each scored target, in `scored_targets`' order."""
-    from aegir.data.batch import IGNORE_INDEX
     from aegir.data.real import family_of, layout_families
+    from aegir.eval.calibration_report import labelled_columns
 
     layouts = layout_families()
     out: dict[str, list[str]] = {task: [] for task in TASKS}
     for example in examples:
         family = family_of(example.table_id, layouts)
         for task in TASKS:
-            gold = getattr(example, f"{task}_labels")
-            out[task] += [family for c in range(1 if task == "cpa" else 0, example.num_columns) if gold[c] != IGNORE_INDEX]
+            out[task] += [family] * len(labelled_columns(example, task))
     return {task: np.asarray(families) for task, families in out.items()}
 
 
@@ -132,16 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("checkpoints", nargs="+", type=Path)
     parser.add_argument("--data", type=Path, default=Path("data/prepared"))
     args = parser.parse_args(argv)
-    from aegir.calibration import StoredTargets, checkpoint_targets
+    from aegir.calibration import StoredTargets, stored_or_scored
 
     stored = StoredTargets(args.data)
     families = target_families(stored.examples("real"))
     print("checkpoint | task | accuracy | calibrator | ECE % | mean confidence % | coverage at 95 % accuracy")
     for checkpoint in args.checkpoints:
-        targets, _ = stored.targets(checkpoint, ["real", "valid"])
-        missing = [split for split in ("real", "valid") if split not in targets]
-        if missing:
-            targets.update(checkpoint_targets(checkpoint, args.data, missing))
+        targets, _ = stored_or_scored(stored, checkpoint, ["real", "valid"])
         for task in TASKS:
             scored, valid = targets["real"][task], targets["valid"][task]
             t = fit_temperature(valid.probs, valid.gold)

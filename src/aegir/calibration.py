@@ -161,6 +161,17 @@ class StoredTargets:
         return out, "other reads"
 
 
+def stored_or_scored(stored: StoredTargets, checkpoint: Path, splits: Sequence[str]) -> tuple[dict, str]:
+    """({split: {task: Scored}} of `checkpoint` on every split of `splits`, where its distributions
+    came from): its stored reads where they match (`StoredTargets.targets`), its model run on
+    the splits they do not cover."""
+    targets, source = stored.targets(checkpoint, splits)
+    missing = [split for split in splits if split not in targets]
+    if missing:  # no stored reads that match: the checkpoint's model reads them again
+        targets.update(checkpoint_targets(checkpoint, stored.data, missing))
+    return {split: targets[split] for split in splits}, source
+
+
 def calibrate_checkpoints(data: Path, checkpoints: Mapping[str, str]) -> dict:
     """Score and fit `checkpoints` (path → name) on the evaluation splits prepared under `data`,
     each from its stored reads where they match (`StoredTargets`), else re-scored: the content of
@@ -169,11 +180,7 @@ def calibrate_checkpoints(data: Path, checkpoints: Mapping[str, str]) -> dict:
     stored = StoredTargets(data)
     entries = {}
     for path, name in checkpoints.items():
-        targets, source = stored.targets(Path(path), splits)
-        missing = [split for split in splits if split not in targets]
-        if missing:  # no stored reads that match: the checkpoint's model reads them again
-            targets.update(checkpoint_targets(Path(path), data, missing))
-        targets = {split: targets[split] for split in splits}
+        targets, source = stored_or_scored(stored, Path(path), splits)
         entries[Path(path).as_posix()] = {"name": name, "fingerprint": checkpoint_fingerprint(path),
                                           "distributions": source, **calibrate_checkpoint(targets)}
     return calibration_content(entries)

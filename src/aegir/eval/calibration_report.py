@@ -36,6 +36,13 @@ FIT_SPLIT = "valid"
 STORED = "stored"  # calibration.json's `distributions` of a checkpoint read wholly from its stored reads
 
 
+def labelled_columns(example, task: str) -> list[int]:
+    """The columns of `example` that are `task`'s scored targets, in order: every labelled column
+    (CTA), every labelled column c ≥ 1 of the pair (0, c) (CPA)."""
+    gold = getattr(example, f"{task}_labels")
+    return [c for c in range(1 if task == "cpa" else 0, example.num_columns) if gold[c] != IGNORE_INDEX]
+
+
 def scored_targets(examples, predictions, sizes: Mapping[str, int]) -> dict[str, Scored]:
     """Per task the `Scored` targets of a split: every labelled column (CTA) and labelled pair
     (0, c ≥ 1) (CPA), from predictions that hold every label (`ALL_LABELS`), the chosen one first."""
@@ -46,9 +53,7 @@ def scored_targets(examples, predictions, sizes: Mapping[str, int]) -> dict[str,
             gold = getattr(example, f"{task}_labels")
             if ids.ndim != 2 or (len(ids) and ids.shape[1] != sizes[task]):
                 raise ValueError(f"{example.table_id}: {task} predictions do not hold all {sizes[task]} labels")
-            for c in range(1 if task == "cpa" else 0, example.num_columns):
-                if gold[c] == IGNORE_INDEX:
-                    continue
+            for c in labelled_columns(example, task):
                 dense = np.zeros(sizes[task], dtype=np.float64)
                 dense[ids[c]] = probs[c]
                 rows[task][0].append(dense)

@@ -589,7 +589,7 @@ def cannes() -> list[Group]:
         for r in reader:
             try:
                 r["length"] = running_minutes(r["run_time"]) if r["run_time"] else None
-            except (ValueError, TypeError) as exc:  # the file's line where the record ends
+            except ValueError as exc:  # the file's line where the record ends
                 raise DataError(path, f"run_time: {exc}", line=reader.line_num) from None
             rows.append(r)
     by_year = _grouped(({
