@@ -12,9 +12,11 @@ and the expected calibration error (`aegir.eval.calibration`, 15 bins) and the c
 accuracy are computed on those out-of-family confidences. Per checkpoint and task it prints:
 
     own        the model's own top-1 confidences
-    T valid    the calibrate stage's temperature (fitted on `valid`)
+    T valid    a temperature fitted on `valid` (what the calibrate stage fitted until it was shown
+               to make `real` worse)
     T lofo     a temperature fitted (NLL) on the other families
     platt lofo a logistic map of the top-1 confidence's log-odds, a·logit(c) + b, fitted on them
+               (the calibrate stage's map, `aegir.eval.calibration.out_of_family`)
     hist lofo  equal-mass histogram binning (10 bins) of the top-1 confidence, fitted on them
 
 Each checkpoint's distributions come from what its stage stored (`aegir.calibration.StoredTargets`),
@@ -25,7 +27,6 @@ docs/experiments.md ("Calibrators fitted on real tables, measured out of family"
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 import numpy as np
@@ -37,37 +38,9 @@ from aegir.eval.calibration import (
     expected_calibration_error,
     fit_temperature,
     for_accuracy,
+    out_of_family,
 )
-
-CLIP = 1e-6  # confidences are kept inside (CLIP, 1 − CLIP) before their log-odds
-
-
-def logit(confidences: np.ndarray) -> np.ndarray:
-    c = np.clip(np.asarray(confidences, dtype=np.float64), CLIP, 1.0 - CLIP)
-    return np.log(c / (1.0 - c))
-
-
-def fit_platt(confidences: np.ndarray, correct: np.ndarray, iterations: int = 50) -> tuple[float, float]:
-    """(a, b) of P(correct) = σ(a·logit(c) + b), maximum likelihood by Newton's method with a
-    tiny ridge (so a set of all-right or all-wrong targets still gives finite numbers)."""
-    x, y = logit(confidences), np.asarray(correct, dtype=np.float64)
-    a, b, ridge = 1.0, 0.0, 1e-6
-    for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-(a * x + b)))
-        w = p * (1.0 - p)
-        grad = np.array([np.sum((p - y) * x) + ridge * a, np.sum(p - y) + ridge * b])
-        hess = np.array([[np.sum(w * x * x) + ridge, np.sum(w * x)], [np.sum(w * x), np.sum(w) + ridge]])
-        step = np.linalg.solve(hess, grad)
-        a, b = a - step[0], b - step[1]
-        if not (math.isfinite(a) and math.isfinite(b)):
-            raise ValueError("Platt fit diverged")
-        if np.abs(step).max() < 1e-10:
-            break
-    return float(a), float(b)
-
-
-def platt(confidences: np.ndarray, a: float, b: float) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-(a * logit(confidences) + b)))
+from aegir.eval.calibration_report import target_families
 
 
 def fit_histogram(confidences: np.ndarray, correct: np.ndarray, bins: int = 10) -> tuple[np.ndarray, np.ndarray]:
@@ -84,39 +57,25 @@ def histogram(confidences: np.ndarray, edges: np.ndarray, means: np.ndarray) -> 
     return means[np.clip(np.searchsorted(edges, confidences, side="right") - 1, 0, len(means) - 1)]
 
 
-def out_of_family(scored: Scored, groups: np.ndarray) -> dict[str, np.ndarray]:
+def held_out(scored: Scored, groups: np.ndarray) -> dict[str, np.ndarray]:
     """{calibrator: each target's confidence from the map fitted on the other groups' targets}."""
     own, correct = scored.confidences(), scored.correct
-    out = {name: np.zeros(len(own)) for name in ("T lofo", "platt lofo", "hist lofo")}
+    if len(np.unique(groups)) < 2:
+        raise ValueError(f"only one group ({groups[0] if len(groups) else None}): nothing to fit on out of it")
+    out = {name: np.zeros(len(own)) for name in ("T lofo", "hist lofo")}
     for group in np.unique(groups):
         held, fit = groups == group, groups != group
-        if not fit.any():
-            raise ValueError(f"only one group ({group}): nothing to fit on out of it")
         t = fit_temperature(scored.probs[fit], scored.gold[fit])
         out["T lofo"][held] = Scored(scored.probs[held], scored.chosen[held], scored.gold[held]).confidences(t)
-        out["platt lofo"][held] = platt(own[held], *fit_platt(own[fit], correct[fit]))
         out["hist lofo"][held] = histogram(own[held], *fit_histogram(own[fit], correct[fit]))
+    out["platt lofo"] = out_of_family(own, correct, groups)  # the calibrate stage's map, as it measures it
     return out
-
-
-def target_families(examples) -> dict[str, np.ndarray]:
-    """Per task the `real` family of each scored target, in `scored_targets`' order."""
-    from aegir.data.real import family_of, layout_families
-    from aegir.eval.calibration_report import labelled_columns
-
-    layouts = layout_families()
-    out: dict[str, list[str]] = {task: [] for task in TASKS}
-    for example in examples:
-        family = family_of(example.table_id, layouts)
-        for task in TASKS:
-            out[task] += [family] * len(labelled_columns(example, task))
-    return {task: np.asarray(families) for task, families in out.items()}
 
 
 def rows(scored: Scored, groups: np.ndarray, valid_temperature: float) -> dict[str, dict]:
     """{calibrator: {ece, mean_confidence, coverage_at_95}} of one task (fractions)."""
     confidences = {"own": scored.confidences(), "T valid": scored.confidences(valid_temperature),
-                   **out_of_family(scored, groups)}
+                   **held_out(scored, groups)}
     out = {}
     for name, c in confidences.items():
         reach = for_accuracy(coverage_curve(c, scored.correct))

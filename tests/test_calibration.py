@@ -1,6 +1,6 @@
 """Confidence a user can act on (aegir.eval.calibration, the `calibrate` stage, `aegir annotate
---min-confidence` and its calibration): ECE, the temperature fit, the coverage curve, by hand and
-on a tiny checkpoint."""
+--min-confidence` and its calibration): ECE, the temperature and logistic-map fits, the
+out-of-family figures, the coverage curve, by hand and on a tiny checkpoint."""
 
 from __future__ import annotations
 
@@ -26,18 +26,27 @@ from aegir.data.dataset import load_examples
 from aegir.data.prepare import prepare_dataset
 from aegir.eval.calibration import (
     Scored,
+    apply_map,
     coverage_curve,
     expected_calibration_error,
+    fit_logistic,
     fit_temperature,
     for_accuracy,
+    map_prediction,
+    maps_for,
     most_accurate,
     nll,
+    out_of_family,
     reliability,
     temper,
-    temper_prediction,
-    temperatures_for,
 )
-from aegir.eval.calibration_report import STORED, calibrate_checkpoint, evaluation_splits, summary_lines
+from aegir.eval.calibration_report import (
+    STORED,
+    calibrate_checkpoint,
+    evaluation_splits,
+    summary_lines,
+    target_families,
+)
 from aegir.eval.joint import label_repeats
 from aegir.eval.predict import TablePrediction
 from aegir.inference import evaluate_checkpoint
@@ -114,24 +123,78 @@ def test_the_temperature_fit_recovers_a_known_temperature_and_never_changes_a_la
     assert fit_temperature(np.zeros((0, 10)), np.zeros(0, dtype=np.int64)) == 1.0
 
 
-def test_a_tempered_prediction_keeps_its_labels_in_order_the_chosen_one_first():
-    # every label, the chosen label (joint decoding) first though not the most probable
+def test_the_logistic_fit_recovers_a_known_map_and_calibrates():
+    rng = np.random.default_rng(0)
+    confidences = rng.uniform(0.05, 0.95, 20000)
+    right = rng.uniform(size=confidences.size) < apply_map(confidences, 2.0, -0.5)  # P(right) = σ(2·logit(c) − 0.5)
+    a, b = fit_logistic(confidences, right)
+    assert abs(a - 2.0) < 0.1 and abs(b + 0.5) < 0.1
+    assert (a, b) == fit_logistic(confidences, right)  # deterministic
+    assert expected_calibration_error(apply_map(confidences, a, b), right) < \
+        expected_calibration_error(confidences, right) / 3
+    mapped = apply_map(confidences, a, b)
+    assert np.array_equal(np.argsort(mapped, kind="stable"), np.argsort(confidences, kind="stable"))  # monotone
+    assert fit_logistic(np.zeros(0), np.zeros(0, dtype=bool)) == (1.0, 0.0)  # no targets: the identity
+    all_right = fit_logistic(np.array([0.6, 0.7, 0.9]), np.array([True, True, True]))
+    assert all(np.isfinite(all_right)) and apply_map(np.array([0.6]), *all_right)[0] > 0.9
+    assert apply_map(np.array([0.3, 0.8]), 1.0, 0.0) == pytest.approx([0.3, 0.8])  # (1, 0) is the identity
+    # confidences that run against being right: the slope stays at its floor, b fits the accuracy
+    reversed_right = rng.uniform(size=confidences.size) < 1.0 - confidences
+    a, b = fit_logistic(confidences, reversed_right)
+    assert a == 0.05 and apply_map(confidences, a, b).mean() == pytest.approx(reversed_right.mean(), abs=0.01)
+
+
+def test_out_of_family_never_maps_a_family_by_its_own_targets():
+    """A family's out-of-family confidences do not move when its own targets' outcomes change
+    (what makes the stage's out-of-family ECE an out-of-sample figure); another family's do."""
+    rng = np.random.default_rng(1)
+    n = 300
+    confidences = rng.uniform(0.1, 0.9, n)
+    right = rng.uniform(size=n) < confidences
+    groups = np.repeat(np.array(["a", "b", "c"]), n // 3)
+    before = out_of_family(confidences, right, groups)
+    flipped = right.copy()
+    flipped[groups == "a"] = True
+    after = out_of_family(confidences, flipped, groups)
+    assert np.array_equal(before[groups == "a"], after[groups == "a"])
+    assert not np.array_equal(before[groups == "b"], after[groups == "b"])
+    # each family's is the map fitted on the others
+    held = groups == "c"
+    assert before[held] == pytest.approx(apply_map(confidences[held], *fit_logistic(confidences[~held], right[~held])))
+    assert out_of_family(confidences, right, np.full(n, "a")) is None  # one family: nothing to fit out of it
+
+
+def test_a_mapped_prediction_keeps_its_labels_in_order_and_the_others_ratios():
+    # the chosen label (joint decoding) first though not the most probable
     ids = np.array([[2, 0, 1], [1, 2, 0]])
     probs = np.array([[0.3, 0.5, 0.2], [0.7, 0.2, 0.1]], dtype=np.float32)
     prediction = TablePrediction("t", ids, probs, ids.copy(), probs.copy())
-    out = temper_prediction(prediction, {"cta": 0.5, "cpa": 3.0}, top_k=2)
-    assert out.cta_ids.tolist() == [[2, 0], [1, 2]] and out.cpa_ids.tolist() == [[2, 0], [1, 2]]
-    assert out.cta_probs[0] == pytest.approx(np.array([0.09, 0.25]) / 0.38)  # p² renormalised
-    assert out.cpa_probs[1, 0] < 0.7 and out.cta_probs[1, 0] > 0.7  # softer / sharper
+    out = map_prediction(prediction, {"cta": (2.0, 0.0), "cpa": (1.0, 1.0)})
+    assert out.cta_ids.tolist() == ids.tolist() and out.cpa_ids.tolist() == ids.tolist()
+    first = apply_map(np.array([0.3, 0.7]), 2.0, 0.0)
+    assert out.cta_probs[:, 0] == pytest.approx(first)
+    # the others fill the rest, their ratios kept: 0.5 : 0.2 in row 0
+    assert out.cta_probs[0, 1:] == pytest.approx(np.array([0.5, 0.2]) * (1 - first[0]) / 0.7)
+    assert out.cta_probs.sum(axis=1) == pytest.approx([1.0, 1.0])
+    assert out.cpa_probs[1, 0] > 0.7  # b = 1 raises every confidence
+    # a top-k cut (the rows hold only the first k labels) maps the same first column
+    cut = map_prediction(TablePrediction("t", ids[:, :1], probs[:, :1], ids[:, :1], probs[:, :1]),
+                         {"cta": (2.0, 0.0), "cpa": (1.0, 1.0)})
+    assert cut.cta_probs[:, 0] == pytest.approx(first)
 
 
-def test_temperatures_are_found_by_fingerprint():
-    calibration = {"checkpoints": {"models/x": {"fingerprint": "abc", "temperature": {"cta": 1.5, "cpa": 0.8}}}}
-    assert temperatures_for(calibration, "abc") == {"cta": 1.5, "cpa": 0.8}
-    assert temperatures_for(calibration, "other") is None
-    calibration["checkpoints"]["models/x"]["temperature"]["cta"] = -1
-    with pytest.raises(Exception, match="bad temperature"):
-        temperatures_for(calibration, "abc")
+def test_maps_are_found_by_fingerprint():
+    calibration = {"checkpoints": {"models/x": {"fingerprint": "abc", "map": {"cta": {"a": 1.5, "b": -0.2},
+                                                                             "cpa": {"a": 0.8, "b": 0.1}}}}}
+    assert maps_for(calibration, "abc") == {"cta": (1.5, -0.2), "cpa": (0.8, 0.1)}
+    assert maps_for(calibration, "other") is None
+    for bad in (-1, 0, float("nan"), "1", True):
+        calibration["checkpoints"]["models/x"]["map"]["cta"]["a"] = bad
+        with pytest.raises(Exception, match="bad calibration map"):
+            maps_for(calibration, "abc")
+    del calibration["checkpoints"]["models/x"]["map"]
+    with pytest.raises(Exception, match="bad calibration map"):
+        maps_for(calibration, "abc")
 
 
 # --------------------------------------------------------------------------- a tiny checkpoint
@@ -175,17 +238,19 @@ def test_the_stage_writes_the_same_bytes_twice_and_its_accuracy_is_the_scored_f1
     for out in ("a", "b"):
         proc = calibrate_stage(*args, "--out", tmp_path / out)
         assert proc.returncode == 0, proc.stderr
-        assert f"calibrate: {tiny['joint'].as_posix()} CPA: T=" in proc.stdout
+        assert f"calibrate: {tiny['joint'].as_posix()} CPA: map a=" in proc.stdout
     first = digest(tmp_path / "a")
     assert set(first) == {"calibration.json", "figures/reliability.png", "figures/coverage.png"}
     assert first == digest(tmp_path / "b")
     content = json.loads((tmp_path / "a" / "calibration.json").read_text())
-    assert content["fit_split"] == "valid" and content["thresholds"][:3] == [0.0, 0.05, 0.1]
+    assert content["fit_split"] == "real" and content["thresholds"][:3] == [0.0, 0.05, 0.1]
     assert len(content["thresholds"]) == 22 and content["thresholds"][-3:] == [0.95, 0.97, 0.99]
+    families = target_families(load_examples(tiny["data"], "real"))
+    assert all(len(set(families[task])) >= 2 for task in ("cta", "cpa"))  # so there are out-of-family figures
     for name in ("plain", "joint"):
         entry = content["checkpoints"][tiny[name].as_posix()]
         assert entry["fingerprint"] == checkpoint_fingerprint(tiny[name])
-        assert all(0.05 <= entry["temperature"][task] <= 20 for task in ("cta", "cpa"))
+        assert all(entry["map"][task]["a"] > 0 for task in ("cta", "cpa"))
         scores = evaluate_checkpoint(tiny[name], tiny["data"])
         for split, by_task in entry["splits"].items():
             for task, figures in by_task.items():
@@ -195,13 +260,15 @@ def test_the_stage_writes_the_same_bytes_twice_and_its_accuracy_is_the_scored_f1
                 assert 100 * figures["accuracy"] == pytest.approx(scores[split][task]["micro_f1"], abs=1e-3)
         for task in ("cta", "cpa"):
             real = entry["real"][task]
+            held = real["out_of_family"]
+            assert held["families"] == len(set(families[task]))
+            # the curves: of the model's own confidences, and of the mapped ones out of family (what
+            # `annotate --min-confidence` compares by default), the same columns
             assert [row["min_confidence"] for row in real["coverage"]] == content["thresholds"]
+            assert [row["min_confidence"] for row in held["coverage"]] == content["thresholds"]
             assert real["coverage"][0]["coverage"] == 1.0
-            # the curve is of the confidences `annotate --min-confidence` compares by default (the
-            # model's own); `tempered` of those with the temperature, the same columns
-            assert [row["min_confidence"] for row in real["tempered"]["coverage"]] == content["thresholds"]
             n = entry["splits"]["real"][task]["n"]
-            for key, curve in (("before", real["coverage"]), ("after", real["tempered"]["coverage"])):
+            for key, curve in (("before", real["coverage"]), ("out_of_family", held["coverage"])):
                 bins = real["reliability"][key]
                 checked = 0
                 for row in curve:  # where P is a bin edge (0, 0.2, 0.4, 0.6, 0.8), the columns kept
@@ -211,7 +278,10 @@ def test_the_stage_writes_the_same_bytes_twice_and_its_accuracy_is_the_scored_f1
                         checked += 1
                 assert checked == 5
                 assert curve[0]["kept"] == n
-            assert sum(b["count"] for b in real["reliability"]["after"]) == entry["splits"]["real"][task]["n"]
+                assert sum(b["count"] for b in bins) == n
+            # fitted on these very targets, the map's own ECE on real is no worse than the model's
+            # (a maximum-likelihood fit of the same outcomes); out of family it need not be
+            assert entry["splits"]["real"][task]["after"]["ece"] <= entry["splits"]["real"][task]["before"]["ece"] + 0.02
 
 
 def test_the_stage_names_missing_data(tmp_path, tiny):
@@ -264,34 +334,62 @@ def test_min_confidence_gives_unknown_below_p_and_validates_p(tiny, tmp_path):
     assert "--min-confidence P" in invoke("annotate", "--help").stdout
 
 
-def test_annotate_applies_the_temperature_fitted_for_its_checkpoint(tiny, tmp_path):
+def test_annotate_applies_the_map_fitted_for_its_checkpoint(tiny, tmp_path):
     table = tmp_path / "t.csv"
     table.write_text(CSV)
     ckpt = tiny["plain"]
     calibration = tmp_path / "calibration.json"
-    calibration.write_text(json.dumps({"checkpoints": {"elsewhere/model": {
-        "fingerprint": checkpoint_fingerprint(ckpt), "temperature": {"cta": 0.25, "cpa": 4.0}}}}))
+    calibration.write_text(json.dumps({"real_split": "real", "checkpoints": {"elsewhere/model": {
+        "fingerprint": checkpoint_fingerprint(ckpt), "map": {"cta": {"a": 1.0, "b": 2.0}, "cpa": {"a": 1.0, "b": -2.0}},
+        "real": {"cta": {"out_of_family": {"ece": 0.031}}, "cpa": {"out_of_family": {"ece": 0.052}}}}}}))
     raw = json.loads(invoke("annotate", table, "-c", ckpt, "--json", "-k", "3", "--no-calibration").stdout)
-    # the default is the model's own confidences (the valid-fitted temperatures are opt-in)
-    assert json.loads(invoke("annotate", table, "-c", ckpt, "--json", "-k", "3").stdout) == raw
-    tempered = json.loads(invoke("annotate", table, "-c", ckpt, "--json", "-k", "3", "--calibration", calibration).stdout)
-    assert "temperature" not in raw and tempered["temperature"] == {"cta": 0.25, "cpa": 4.0}
-    for before, after in zip(raw["columns"], tempered["columns"]):
+    mapped = json.loads(invoke("annotate", table, "-c", ckpt, "--json", "-k", "3", "--calibration", calibration).stdout)
+    assert "calibration" not in raw and mapped["calibration"] == {"cta": {"a": 1.0, "b": 2.0}, "cpa": {"a": 1.0, "b": -2.0}}
+    for before, after in zip(raw["columns"], mapped["columns"]):
         assert [a["label"] for a in after["cta"]] == [a["label"] for a in before["cta"]]  # labels unchanged
-        assert after["cta"][0]["confidence"] > before["cta"][0]["confidence"]  # T < 1 sharpens
+        assert after["cta"][0]["confidence"] == pytest.approx(
+            float(apply_map(np.array([before["cta"][0]["confidence"]]), 1.0, 2.0)[0]), abs=2e-4)  # b > 0 raises
         if after["cpa"]:
             assert [a["label"] for a in after["cpa"]] == [a["label"] for a in before["cpa"]]
-            assert after["cpa"][0]["confidence"] < before["cpa"][0]["confidence"]  # T > 1 softens
+            assert after["cpa"][0]["confidence"] < before["cpa"][0]["confidence"]  # b < 0 lowers
     text = invoke("annotate", table, "-c", ckpt, "--calibration", calibration)
-    assert f"confidences: calibrated with {calibration} (temperature CTA 0.25, CPA 4" in text.stdout
+    assert (f"confidences: calibrated by {calibration} (a map fitted on real tables; expected calibration error "
+            f"on families held out of the fit: CTA 3.1 %, CPA 5.2 %)") in text.stdout
+    # --min-confidence compares the mapped confidence: b = 2 lifts every CTA label over P = the
+    # highest raw one
+    p = max(c["cta"][0]["confidence"] for c in raw["columns"]) + 1e-3
+    kept = json.loads(invoke("annotate", table, "-c", ckpt, "--json", "--calibration", calibration,
+                             "--min-confidence", p).stdout)
+    assert all(c["cta"][0]["label"] != "unknown" for c in kept["columns"])
     # a file without this checkpoint: the model's own confidences, said so
     (tmp_path / "other.json").write_text(json.dumps({"checkpoints": {}}))
     other = invoke("annotate", table, "-c", ckpt, "--calibration", tmp_path / "other.json")
-    assert "uncalibrated" in other.stdout and "has no temperature for this checkpoint" in other.stdout
+    assert "uncalibrated" in other.stdout and "has no map for this checkpoint" in other.stdout
+    assert json.loads(invoke("annotate", table, "-c", ckpt, "--json", "-k", "3", "--calibration",
+                             tmp_path / "other.json").stdout) == raw
     # a named file that is missing: a clear error
     missing = CliRunner().invoke(main, ["annotate", str(table), "-c", str(ckpt), "--calibration",
                                         str(tmp_path / "nope.json")])
     assert missing.exit_code == 2 and "calibrate" in missing.output
+
+
+def test_annotate_calibrates_by_default_with_the_pipelines_file(tiny, tmp_path, monkeypatch):
+    """Without --calibration, results/calibrate/calibration.json under the working directory is
+    used when it holds the checkpoint; --no-calibration gives the model's own."""
+    table = tmp_path / "t.csv"
+    table.write_text(CSV)
+    ckpt = tiny["plain"].resolve()
+    monkeypatch.chdir(tmp_path)
+    raw = json.loads(invoke("annotate", table, "-c", ckpt, "--json", "--no-calibration").stdout)
+    assert json.loads(invoke("annotate", table, "-c", ckpt, "--json").stdout) == raw  # no file: own
+    assert "no results/calibrate/calibration.json" in invoke("annotate", table, "-c", ckpt).stdout
+    (tmp_path / "results/calibrate").mkdir(parents=True)
+    (tmp_path / "results/calibrate/calibration.json").write_text(json.dumps({"real_split": "real", "checkpoints": {
+        "m": {"fingerprint": checkpoint_fingerprint(ckpt), "map": {t: {"a": 2.0, "b": 0.5} for t in ("cta", "cpa")}}}}))
+    mapped = json.loads(invoke("annotate", table, "-c", ckpt, "--json").stdout)
+    assert mapped["calibration"]["cta"] == {"a": 2.0, "b": 0.5} and mapped["columns"] != raw["columns"]
+    assert json.loads(invoke("annotate", table, "-c", ckpt, "--json", "--no-calibration").stdout) == raw
+    assert "no out-of-family figure" in invoke("annotate", table, "-c", ckpt).stdout
 
 
 # --------------------------------------------------------------------------- the distributions stages stored
@@ -419,7 +517,8 @@ def test_the_stored_distributions_give_the_targets_re_scoring_gives(stored, kind
     assert source == STORED
     rescored = checkpoint_targets(checkpoint, data, splits)
     assert_same_targets({split: taken[split] for split in splits}, rescored)
-    assert calibrate_checkpoint(taken) == calibrate_checkpoint(rescored)
+    families = target_families(load_examples(data, "real"))
+    assert calibrate_checkpoint(taken, families) == calibrate_checkpoint(rescored, families)
     if kind == "swarm":  # both kinds of table: spawned on (merged), and left as the orchestrator read it
         assert 0 < sum(stored["spawned"]) < len(stored["spawned"])
 
@@ -497,7 +596,7 @@ def test_the_stage_says_where_the_distributions_came_from_and_falls_back_to_re_s
     rewrite_store(copies["partial"], ("valid", "real"))
     (copies["bare"] / READS_FILE).unlink()
     taken, _ = StoredTargets(data).targets(stored["grouped"], evaluation_splits(data))
-    expected = calibrate_checkpoint(taken)
+    expected = calibrate_checkpoint(taken, target_families(load_examples(data, "real")))
 
     calibration = calibrate_checkpoints(data, {Path(path).as_posix(): Path(path).as_posix()
                                                for path in (stored["grouped"], *copies.values())})

@@ -168,18 +168,20 @@ def test_report_gathers_every_stage_and_reruns_byte_identical(project):
     assert "up to date" in run_tool(project, "dvc", "status").stdout
 
 
-def test_calibrate_fits_on_valid_and_reruns_byte_identical(project):
-    """The calibrate stage: a temperature per task for every checkpoint the report compares, by
-    the checkpoint's fingerprint; its figures are DVC plots; a forced rerun writes the same bytes."""
+def test_calibrate_fits_on_real_and_reruns_byte_identical(project):
+    """The calibrate stage: a logistic map per task, fitted on `real`, for every checkpoint the
+    report compares, by the checkpoint's fingerprint; its figures are DVC plots; a forced rerun
+    writes the same bytes."""
     from aegir.model.checkpoint import checkpoint_fingerprint
 
     content = json.loads((project / "results/calibrate/calibration.json").read_text())
-    assert content["fit_split"] == "valid"
+    assert content["fit_split"] == "real"
     assert set(content["checkpoints"]) == {"models/phase1/primary", "models/phase3/control", "models/phase3",
                                            "models/phase4"}
     for path, entry in content["checkpoints"].items():
         assert entry["fingerprint"] == checkpoint_fingerprint(project / path)
-        assert set(entry["temperature"]) == {"cta", "cpa"} and {"valid", "real"} <= set(entry["splits"])
+        assert set(entry["map"]) == {"cta", "cpa"} and all(entry["map"][t]["a"] > 0 for t in ("cta", "cpa"))
+        assert {"valid", "real"} <= set(entry["splits"])
     shown = json.loads(run_tool(project, "dvc", "plots", "show", "--json").stdout)
     assert {f"results/calibrate/figures/{name}" for name in ("reliability.png", "coverage.png")} \
         <= set(shown.get("data", shown))

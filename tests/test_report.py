@@ -309,22 +309,26 @@ def test_scaling_rows_of_the_phase4_stage_are_split_per_policy(tmp_path):
 
 def calibration_json(path: Path) -> Path:
     """A calibrate stage's calibration.json for two checkpoints: one whose CTA reaches 95 %
-    accuracy on `real` at some confidence, one that does not."""
-    def task(accuracy, before, after, reached):
+    accuracy on `real` at some calibrated confidence out of family, one that does not, and one
+    task without families to measure out of."""
+    def task(accuracy, before, after, reached, held=True):
+        reach = {"for_accuracy": {"min_confidence": 0.9, "coverage": 0.412, "accuracy": 0.953} if reached else None,
+                 "most_accurate": {"min_confidence": 0.95, "coverage": 0.3, "accuracy": 0.91}}
+        own = {"for_accuracy": None, "most_accurate": {"min_confidence": 0.99, "coverage": 0.1, "accuracy": 0.88}}
         return {"accuracy": accuracy, "n": 100, "before": {"ece": before, "mean_confidence": 0.7},
-                "after": {"ece": after, "mean_confidence": 0.8}}, {
-            "coverage": [], "reliability": {},
-            "for_accuracy": {"min_confidence": 0.9, "coverage": 0.412, "accuracy": 0.953} if reached else None,
-            "most_accurate": {"min_confidence": 0.95, "coverage": 0.3, "accuracy": 0.91}}
+                "after": {"ece": 0.01, "mean_confidence": 0.8}}, {
+            "coverage": [], "reliability": {}, **own,
+            "out_of_family": {"families": 12, "ece": after, "mean_confidence": 0.75, "coverage": [], **reach}
+            if held else None}
 
     checkpoints = {}
     for path_, name, reached in (("models/phase1/primary", "Phase 1 primary", True), ("models/phase4", "Phase 4", False)):
-        cta, cta_real = task(0.788, 0.0801, 0.118, reached)
-        cpa, cpa_real = task(0.7, 0.114, 0.143, False)
-        checkpoints[path_] = {"name": name, "temperature": {"cta": 0.5777, "cpa": 0.5888},
+        cta, cta_real = task(0.788, 0.0801, 0.0262, reached)
+        cpa, cpa_real = task(0.7, 0.114, 0.051, False, held=False)
+        checkpoints[path_] = {"name": name, "map": {"cta": {"a": 1.2345, "b": 0.25}, "cpa": {"a": 2.0, "b": -0.5}},
                               "splits": {"real": {"cta": cta, "cpa": cpa}, "valid": {"cta": cta, "cpa": cpa}},
                               "real": {"cta": cta_real, "cpa": cpa_real}}
-    path.write_text(json.dumps({"real_split": "real", "fit_split": "valid", "target_accuracy": 0.95, "bins": 15,
+    path.write_text(json.dumps({"real_split": "real", "fit_split": "real", "target_accuracy": 0.95, "bins": 15,
                                 "checkpoints": checkpoints}))
     return path
 
@@ -335,14 +339,19 @@ def test_the_calibration_section_gives_each_models_ece_and_the_confidence_for_95
     assert proc.returncode == 0, proc.stderr
     markdown = (inputs["out"] / "report.md").read_text()
     assert "## Calibration on `real`" in markdown and "](../calibrate/figures/reliability.png)" in markdown
-    assert "| Phase 1 primary | CTA | 78.8 | 8.0 | 0.578 | 11.8 | P=0.90 keeps 41.2 % at 95.3 % |" in markdown
-    assert "| Phase 4 | CTA | 78.8 | 8.0 | 0.578 | 11.8 | not reached (best: P=0.95 keeps 30.0 % at 91.0 %) |" in markdown
+    assert "| Phase 1 primary | CTA | 78.8 | 8.0 | 2.6 | 1.23, 0.25 | P=0.90 keeps 41.2 % at 95.3 % |" in markdown
+    assert "| Phase 4 | CTA | 78.8 | 8.0 | 2.6 | 1.23, 0.25 | not reached (best: P=0.95 keeps 30.0 % at 91.0 %) |" \
+        in markdown
+    # no out-of-family figure (one family): a dash, and the model's own curve
+    assert "| Phase 4 | CPA | 70.0 | 11.4 | – | 2, -0.5 | not reached (best: P=0.99 keeps 10.0 % at 88.0 %) |" \
+        in markdown
     assert markdown.index("## Calibration") < markdown.index("## Figures")
     # without it, no section; a calibration.json of another shape names the file and the stage
     assert report(argv(inputs)).returncode == 0 and "Calibration" not in (inputs["out"] / "report.md").read_text()
-    calibration.write_text(json.dumps({"checkpoints": {}}))
-    proc = report(argv(inputs) + [f"--calibration={calibration}"])
-    assert proc.returncode == 2 and str(calibration) in proc.stderr and "`dvc repro calibrate`" in proc.stderr
+    for broken in ({"checkpoints": {}}, {**json.loads(calibration.read_text()), "checkpoints": {"m": {"name": "x"}}}):
+        calibration.write_text(json.dumps(broken))
+        proc = report(argv(inputs) + [f"--calibration={calibration}"])
+        assert proc.returncode == 2 and str(calibration) in proc.stderr and "`dvc repro calibrate`" in proc.stderr
 
 
 def test_the_real_split_per_domain_sets_the_primary_beside_the_baseline(inputs):

@@ -8,9 +8,11 @@ failures, and the one-row-per-column output file.
 * **Checkpoint** (`default_checkpoint`): unless `--checkpoint` names one, the checkpoint the
   pipeline's report found best on `real` (`results/report/best.json`, written by the report
   stage), else `models/phase1/primary`, saying so.
-* **Calibration** (`checkpoint_temperatures`): the temperatures the `calibrate` stage fitted for
-  the checkpoint (`results/calibrate/calibration.json`, found by the checkpoint's fingerprint)
-  are applied to every confidence (`aegir.eval.calibration`); the labels do not change.
+* **Calibration** (`checkpoint_calibration`): the logistic maps the `calibrate` stage fitted on the
+  real split for the checkpoint (`results/calibrate/calibration.json`, found by the checkpoint's
+  fingerprint) are applied to every confidence (`aegir.eval.calibration.map_prediction`) unless
+  `--no-calibration`; the labels do not change. Without an entry for the checkpoint the
+  confidences are the model's own, and the run says so.
 * **Minimum confidence** (`withhold`): a column's CTA label or a pair's CPA relation whose
   top-1 confidence is below `--min-confidence` becomes `unknown`, its confidence kept.
 * **Batches** (`annotate_files`): the checkpoint is loaded once; `batch_size` files are read
@@ -38,7 +40,7 @@ from aegir.errors import AegirError, DataError
 
 DEFAULT_CHECKPOINT = Path("models/phase1/primary")
 BEST_CHECKPOINT_FILE = Path("results/report/best.json")  # the report stage's pick (aegir.eval.report.best_checkpoint)
-CALIBRATION_FILE = Path("results/calibrate/calibration.json")  # the calibrate stage's temperatures
+CALIBRATION_FILE = Path("results/calibrate/calibration.json")  # the calibrate stage's maps
 UNKNOWN = "unknown"  # the label of a column or pair below --min-confidence
 
 OUTPUT_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -100,22 +102,38 @@ def default_checkpoint(best_file: Path = BEST_CHECKPOINT_FILE,
                         f"({best.get('metric', 'score')} {score:.2f})")
 
 
-def checkpoint_temperatures(fingerprint: str, calibration: Path | None = None) -> tuple[dict | None, str]:
-    """(the temperatures {cta, cpa} fitted for the checkpoint of `fingerprint`, or None; a
-    sentence saying which). `calibration`: the calibrate stage's file; None: `CALIBRATION_FILE`
-    when it is there. A file named but missing or malformed is a `DataError`."""
-    from aegir.eval.calibration import read_calibration, temperatures_for
+def checkpoint_calibration(fingerprint: str, calibration: Path | None = None) -> tuple[dict | None, str]:
+    """(the logistic maps {cta: (a, b), cpa: (a, b)} fitted for the checkpoint of `fingerprint`, or
+    None; a sentence saying which, with the maps' out-of-family ECE on the real split).
+    `calibration`: the calibrate stage's file; None: `CALIBRATION_FILE` when it is there. A file
+    named but missing or malformed is a `DataError`."""
+    from aegir.eval.calibration import maps_for, read_calibration
 
     if calibration is None:
         if not CALIBRATION_FILE.is_file():
             return None, f"the model's own, uncalibrated (no {CALIBRATION_FILE}: the pipeline's calibrate stage writes it)"
         calibration = CALIBRATION_FILE
-    temperatures = temperatures_for(read_calibration(calibration), fingerprint, calibration)
-    if temperatures is None:
-        return None, (f"the model's own, uncalibrated ({calibration} has no temperature for this checkpoint, "
+    content = read_calibration(calibration)
+    maps = maps_for(content, fingerprint, calibration)
+    if maps is None:
+        return None, (f"the model's own, uncalibrated ({calibration} has no map for this checkpoint, "
                       f"fingerprint {fingerprint[:16]}: `dvc repro calibrate` fits one)")
-    return temperatures, (f"calibrated with {calibration} (temperature CTA {temperatures['cta']:g}, "
-                          f"CPA {temperatures['cpa']:g}, fitted on valid)")
+    return maps, f"calibrated by {calibration} (a map fitted on real tables; {_held_out_ece(content, fingerprint)})"
+
+
+def _held_out_ece(content: dict, fingerprint: str) -> str:
+    """The out-of-family ECE per task of the checkpoint's entry, in words."""
+    for entry in content["checkpoints"].values():
+        if isinstance(entry, dict) and entry.get("fingerprint") == fingerprint:
+            try:
+                real = entry[content["real_split"]]
+                figures = [f"{task.upper()} {100 * real[task]['out_of_family']['ece']:.1f} %" for task in ("cta", "cpa")
+                           if real[task].get("out_of_family")]
+            except (KeyError, TypeError):
+                figures = []
+            if figures:
+                return "expected calibration error on families held out of the fit: " + ", ".join(figures)
+    return "no out-of-family figure in it"
 
 
 def withhold(result: dict, min_confidence: float) -> dict:

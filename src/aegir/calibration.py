@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import astuple
 from pathlib import Path
 
-from aegir.config import SPLITS, PrepareConfig, build
+from aegir.config import REAL_SPLIT, SPLITS, PrepareConfig, build
 from aegir.data.dataset import load_examples
 from aegir.data.prepared import fingerprint
 from aegir.errors import DataError
@@ -24,6 +24,7 @@ from aegir.eval.calibration_report import (
     calibration_content,
     evaluation_splits,
     scored_targets,
+    target_families,
 )
 from aegir.eval.grouped import ALL_LABELS, predict_tables, split_reads, top
 from aegir.eval.reads import StoredReads, stored_predictions
@@ -178,9 +179,10 @@ def calibrate_checkpoints(data: Path, checkpoints: Mapping[str, str]) -> dict:
     the `calibrate` stage's calibration.json."""
     splits = evaluation_splits(data)
     stored = StoredTargets(data)
+    families = target_families(stored.examples(REAL_SPLIT))
     entries = {}
     for path, name in checkpoints.items():
         targets, source = stored_or_scored(stored, Path(path), splits)
         entries[Path(path).as_posix()] = {"name": name, "fingerprint": checkpoint_fingerprint(path),
-                                          "distributions": source, **calibrate_checkpoint(targets)}
+                                          "distributions": source, **calibrate_checkpoint(targets, families)}
     return calibration_content(entries)

@@ -71,11 +71,10 @@ def main() -> None:
                    "is below P, 0 ≤ P ≤ 1; the confidence is still shown. results/calibrate/calibration.json "
                    "lists, per checkpoint and P, the share of real-table columns kept and the accuracy on them")
 @click.option("--calibration", type=click.Path(path_type=Path), default=None,
-              help="the calibrate stage's file of fitted temperatures, applied to every confidence (the labels do "
-                   "not change); the checkpoint's entry is found by its fingerprint, e.g. "
-                   "results/calibrate/calibration.json. Default: none (fitted on the synthetic valid split, the "
-                   "temperatures made confidences on the real split less trustworthy: docs/annotate.md)")
-@click.option("--no-calibration", is_flag=True, help="give the model's own confidences, untempered (the default)")
+              help="the calibrate stage's file of fitted maps, applied to every confidence (the labels do not "
+                   "change); the checkpoint's entry is found by its fingerprint. Default: "
+                   "results/calibrate/calibration.json when it is there")
+@click.option("--no-calibration", is_flag=True, help="give the model's own confidences, unmapped")
 @click.option("--strict", is_flag=True, help="stop at the first table that fails (default: report it, go on)")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar (there is none when stderr is not a terminal)")
 def annotate(paths: tuple[str, ...], checkpoint: Path | None, out: Path | None, as_json: bool, top_k: int,
@@ -91,14 +90,15 @@ def annotate(paths: tuple[str, ...], checkpoint: Path | None, out: Path | None, 
     swarm (models/phase4), the sub-agents it spawned (how many, which checkpoint, on which
     columns), whether deep search ran, and the critical and total steps.
 
-    Confidences are the model's own. --calibration results/calibrate/calibration.json applies
-    the temperatures the pipeline's calibrate stage fitted on the validation split for this
-    checkpoint, the labels unchanged (they help on synthetic tables, not on the real split:
-    docs/annotate.md). With --min-confidence P
-    a label whose confidence is below P is given as `unknown` (text: `unknown (telephone 0.41 <
-    0.5)`; JSON: its "withheld" label; --out: the cta_label/cpa_label `unknown`): pick P from the
-    coverage curve in calibration.json (share of real-table columns kept, accuracy on them; its
-    `tempered` curve with --calibration).
+    Confidences are calibrated: the pipeline's calibrate stage fits, per checkpoint and task, a
+    logistic map of the confidence's log-odds on the real split's tables, and every confidence is
+    mapped by it (the labels unchanged; --no-calibration gives the model's own). On real-table
+    families held out of the fit the mapped confidences are off by a few points of expected
+    calibration error (the first lines of the output say how many; docs/annotate.md). With
+    --min-confidence P a label whose confidence is below P is given as `unknown` (text: `unknown
+    (telephone 0.41 < 0.5)`; JSON: its "withheld" label; --out: the cta_label/cpa_label
+    `unknown`): pick P from the coverage curve in calibration.json (share of real-table columns
+    kept and accuracy on them, out of family) or the report's calibration table.
 
     The model is loaded once; a table that cannot be read is reported with its path and reason
     and skipped (--strict: the run stops). Exit status 0 when every table was annotated, 1 when
@@ -109,7 +109,7 @@ def annotate(paths: tuple[str, ...], checkpoint: Path | None, out: Path | None, 
         Failure,
         annotate_files,
         annotate_workers,
-        checkpoint_temperatures,
+        checkpoint_calibration,
         column_rows,
         default_checkpoint,
         find_tables,
@@ -130,10 +130,10 @@ def annotate(paths: tuple[str, ...], checkpoint: Path | None, out: Path | None, 
         files, problems = find_tables(paths)
         retain_freed_memory()  # batch after batch reuses its buffers (aegir.train.memory)
         annotator = CheckpointAnnotator(checkpoint, annotate_workers())
-        if no_calibration or calibration is None:
-            confidences = "the model's own, uncalibrated (--calibration FILE applies fitted temperatures)"
+        if no_calibration:
+            confidences = "the model's own, uncalibrated (--no-calibration)"
         else:
-            annotator.temperatures, confidences = checkpoint_temperatures(annotator.fingerprint, calibration)
+            annotator.calibration, confidences = checkpoint_calibration(annotator.fingerprint, calibration)
     except AegirError as exc:
         _fail(str(exc))
     failures = [Failure(Path(p.path), p.problem) for p in problems]

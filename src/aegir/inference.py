@@ -19,9 +19,8 @@ from aegir.data.dataset import Example, examples_from_tables, load_examples
 from aegir.data.prepared import split_path
 from aegir.data.table import SampledColumn, Table
 from aegir.errors import PIPELINE_HINT, DataError, is_pipeline_output
-from aegir.eval.calibration import temper_prediction
+from aegir.eval.calibration import map_prediction
 from aegir.eval.grouped import (
-    ALL_LABELS,
     TableReads,
     predict_tables,
     read_groups,
@@ -144,8 +143,9 @@ class CheckpointAnnotator:
         from aegir.swarm.model import is_swarm_checkpoint, load_swarm
 
         self.checkpoint = checkpoint
-        # {cta, cpa}: the post-hoc temperatures applied to every confidence (`calibrate`); None: the model's own
-        self.temperatures: dict[str, float] | None = None
+        # {cta: (a, b), cpa: (a, b)}: the logistic maps applied to every confidence (the `calibrate`
+        # stage's, `aegir.eval.calibration.map_prediction`); None: the model's own
+        self.calibration: dict[str, tuple[float, float]] | None = None
         self.swarm = None
         self.annotator: Annotator | None = None
         if is_swarm_checkpoint(checkpoint):
@@ -184,15 +184,14 @@ class CheckpointAnnotator:
         column's top-k CTA labels and (columns ≥ 1) CPA relations with confidences, how the
         checkpoint read the table, the checkpoint and its fingerprint."""
         where = paths[0] if paths else Path(".")
-        k = top_k if self.temperatures is None else ALL_LABELS  # a temperature needs each whole distribution
         if self.swarm is not None:
-            predictions, swarm_results, _ = swarm_predictions(self.checkpoint, tables, where, k,
+            predictions, swarm_results, _ = swarm_predictions(self.checkpoint, tables, where, top_k,
                                                               examples=list(examples), swarm=(self.swarm, self.prepare))
         else:
-            predictions = self.annotator.predictions(tables, examples, where, k)
+            predictions = self.annotator.predictions(tables, examples, where, top_k)
             swarm_results = [None] * len(tables)
-        if self.temperatures is not None:
-            predictions = [temper_prediction(p, self.temperatures, top_k) for p in predictions]
+        if self.calibration is not None:
+            predictions = [map_prediction(p, self.calibration) for p in predictions]
         return [self._result(table, path, prediction, swarm_result)
                 for table, path, prediction, swarm_result in zip(tables, paths, predictions, swarm_results)]
 
@@ -211,8 +210,8 @@ class CheckpointAnnotator:
             })
         result = {"table": str(path), "checkpoint": str(self.checkpoint), "fingerprint": self.fingerprint,
                   "rows": table.num_rows, "columns": columns}
-        if self.temperatures is not None:
-            result["temperature"] = dict(self.temperatures)
+        if self.calibration is not None:
+            result["calibration"] = {task: {"a": a, "b": b} for task, (a, b) in self.calibration.items()}
         annotator = self.annotator
         if annotator is not None:
             groups = read_groups(table.num_columns, annotator.read_columns)

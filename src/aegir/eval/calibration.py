@@ -1,6 +1,6 @@
 """Confidence a user can act on: how well a checkpoint's top-1 confidences are calibrated, a
-post-hoc temperature per task that calibrates them, and the coverage / accuracy trade-off of a
-minimum confidence.
+post-hoc map per task that calibrates them, and the coverage / accuracy trade-off of a minimum
+confidence.
 
 A column's (CTA) or pair's (CPA) label distribution here is the one the pipeline scores it with:
 its reads merged (column groups, row views: `aegir.eval.grouped`), and its label the one joint
@@ -11,12 +11,22 @@ decoding chose (`aegir.eval.joint`; the argmax where a checkpoint does not decod
   [0, 1] (bin i holds i/B ≤ confidence < (i+1)/B, the last one 1.0 as well), and
   Σ_bins |accuracy − mean confidence| · n_bin / N. 0 is perfect.
 * **Temperature** (`temper`, `fit_temperature`): a distribution p becomes p^(1/T) / Σ p^(1/T),
-  the softmax of log p / T (T > 1 softens, T < 1 sharpens). It is monotone within a column, so
-  every column keeps its order of labels and the label chosen for it: F1 does not move, only the
-  confidences do. One T per task, fitted on the `valid` split only (never on `real` or a test
-  split) as the minimiser of the mean negative log-likelihood of the gold labels: a golden-section
-  search over log T in [`T_MIN`, `T_MAX`] (NLL is convex in 1/T, so unimodal there), rounded to
-  4 decimals. Deterministic: the same distributions give the same T.
+  the softmax of log p / T (T > 1 softens, T < 1 sharpens), T minimising the mean negative
+  log-likelihood of the gold labels (a golden-section search over log T in [`T_MIN`, `T_MAX`],
+  rounded to 4 decimals). The `calibrate` stage fitted one on the synthetic `valid` split until
+  it was shown to make the confidences on real tables worse (docs/experiments.md, "A temperature
+  from a synthetic split does not calibrate real"); `scripts/calibration_lofo.py` still fits it
+  beside the logistic map, for comparison.
+* **Logistic map** (`fit_logistic`, `apply_map`; Platt scaling of the top-1 confidence): a
+  confidence c becomes σ(a · logit(c) + b), the two numbers per task fitted by maximum likelihood
+  on whether each target's chosen label is right (Newton's method, a tiny ridge). It moves low
+  and high confidences apart or together and shifts them all, which one temperature cannot (it
+  scales both ends at once); it is monotone for a > 0, so a column's label and the order of the
+  columns by confidence do not change. The `calibrate` stage fits it on the real split, the only
+  real tables the pipeline has, and measures it **out of family** (`out_of_family`): each real
+  family's targets get the map fitted on the other families', so the figure says what a table of
+  a kind the map never saw can expect. `map_prediction` applies it to a prediction: the chosen
+  label's probability is mapped, the other labels keep their ratios to each other.
 * **Coverage** (`coverage_curve`): for each minimum confidence P in `THRESHOLDS` (0, 0.05, …,
   0.95, 0.97, 0.99), the share of columns whose confidence is ≥ P (kept; the others `aegir annotate
   --min-confidence P` writes as `unknown`) and the accuracy on those; `for_accuracy` finds the
@@ -24,8 +34,8 @@ decoding chose (`aegir.eval.joint`; the argmax where a checkpoint does not decod
   `most_accurate` the P of the highest accuracy (for a target no P reaches).
 
 Every figure is a fraction in [0, 1]. The `calibrate` stage (`aegir.stages.calibrate`) writes
-them for each checkpoint the report compares; `aegir annotate` applies the fitted temperatures
-(`temperatures_for`) to the checkpoint it loads, found by its fingerprint.
+them for each checkpoint the report compares; `aegir annotate` applies the fitted map
+(`maps_for`) to the checkpoint it loads, found by its fingerprint.
 """
 
 from __future__ import annotations
@@ -49,6 +59,8 @@ THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(20)) + (0.97, 0.99)
 TARGET_ACCURACY = 0.95
 T_MIN, T_MAX = 0.05, 20.0
 FLOOR = 1e-30  # a probability of 0 is taken as this before its log (as aegir.eval.joint does)
+CLIP = 1e-6  # confidences are kept inside [CLIP, 1 − CLIP] before their log-odds
+A_MIN = 0.05  # the least slope of a logistic map (`fit_logistic`): it keeps the order of confidences
 DIGITS = 6  # figures in the calibration file are rounded to this many decimals
 
 
@@ -122,6 +134,68 @@ def fit_temperature(probs: np.ndarray, gold: np.ndarray, low: float = T_MIN, hig
             d = a + ratio * (b - a)
             fd = nll(probs, gold, math.exp(d))
     return round(math.exp((a + b) / 2.0), 4)
+
+
+def logit(confidences: np.ndarray) -> np.ndarray:
+    """The log-odds of `confidences`, each clipped into [CLIP, 1 − CLIP] first, float64."""
+    c = np.clip(np.asarray(confidences, dtype=np.float64), CLIP, 1.0 - CLIP)
+    return np.log(c / (1.0 - c))
+
+
+def fit_logistic(confidences: np.ndarray, correct: np.ndarray, iterations: int = 100) -> tuple[float, float]:
+    """(a, b) of P(right) = σ(a · logit(c) + b): maximum likelihood by Newton's method with a tiny
+    ridge (so targets all right or all wrong still give finite numbers), rounded to `DIGITS`;
+    (1, 0), the identity, for no targets. The slope is kept ≥ `A_MIN` (b then refitted alone):
+    confidences that say nothing about being right (an untrained model's) would otherwise get a
+    slope ≤ 0, a map that flattens or reverses their order, and `--min-confidence` would keep
+    the least sure labels."""
+    x, y = logit(confidences), np.asarray(correct, dtype=np.float64)
+    if len(x) == 0:
+        return 1.0, 0.0
+    a, b = _newton(x, y, 1.0, 0.0, iterations, slope=True)
+    if a < A_MIN:
+        a, b = _newton(x, y, A_MIN, b, iterations, slope=False)
+    return round(a, DIGITS), round(b, DIGITS)
+
+
+def _newton(x: np.ndarray, y: np.ndarray, a: float, b: float, iterations: int, slope: bool) -> tuple[float, float]:
+    """Newton's method on the logistic likelihood of (a, b), or of b alone (`slope` False)."""
+    ridge = 1e-6
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-(a * x + b)))
+        w = p * (1.0 - p)
+        if slope:
+            grad = np.array([np.sum((p - y) * x) + ridge * a, np.sum(p - y) + ridge * b])
+            hess = np.array([[np.sum(w * x * x) + ridge, np.sum(w * x)], [np.sum(w * x), np.sum(w) + ridge]])
+            step = np.linalg.solve(hess, grad)
+        else:
+            step = np.array([0.0, (np.sum(p - y) + ridge * b) / (np.sum(w) + ridge)])
+        a, b = a - float(step[0]), b - float(step[1])
+        if not (math.isfinite(a) and math.isfinite(b)):
+            raise ValueError("the logistic calibration map did not converge")
+        if np.abs(step).max() < 1e-10:
+            break
+    return a, b
+
+
+def apply_map(confidences: np.ndarray, a: float, b: float) -> np.ndarray:
+    """σ(a · logit(c) + b) of each confidence, float64."""
+    return 1.0 / (1.0 + np.exp(-(a * logit(confidences) + b)))
+
+
+def out_of_family(confidences: np.ndarray, correct: np.ndarray, groups: np.ndarray) -> np.ndarray | None:
+    """Each target's confidence under the map fitted on the targets of the *other* groups
+    (leave-one-group-out); None with fewer than two groups (nothing to fit on outside one)."""
+    groups = np.asarray(groups)
+    names = np.unique(groups)
+    if len(names) < 2:
+        return None
+    confidences, correct = np.asarray(confidences, dtype=np.float64), np.asarray(correct, dtype=bool)
+    out = np.zeros(len(confidences))
+    for name in names:
+        held = groups == name
+        out[held] = apply_map(confidences[held], *fit_logistic(confidences[~held], correct[~held]))
+    return out
 
 
 def _bin_index(confidences: np.ndarray, bins: int) -> np.ndarray:
@@ -206,16 +280,20 @@ def most_accurate(curve: Sequence[Mapping]) -> dict | None:
 # ----------------------------------------------------------------------------- at inference
 
 
-def temper_prediction(prediction: TablePrediction, temperatures: Mapping[str, float], top_k: int) -> TablePrediction:
-    """`prediction`, whose rows hold every label (top_k = `aegir.eval.grouped.ALL_LABELS`), with
-    each task's probabilities tempered (`temper`) and cut to the first `top_k`: the order of each
-    row, its chosen label first, is kept."""
+def map_prediction(prediction: TablePrediction, maps: Mapping[str, tuple[float, float]]) -> TablePrediction:
+    """`prediction` with each task's chosen label's probability (its rows' first) mapped by that
+    task's (a, b) (`apply_map`) and the others scaled to fill the rest, their ratios kept: the
+    labels and their order do not change."""
     out = {}
     for task in TASKS:
         ids, probs = getattr(prediction, f"{task}_ids"), getattr(prediction, f"{task}_probs")
-        if probs.size:
-            probs = temper(probs, float(temperatures.get(task, 1.0)))
-        out[task] = (ids[:, :top_k], probs[:, :top_k])
+        if probs.size and task in maps:
+            probs = np.asarray(probs, dtype=np.float64)
+            first = probs[:, 0]
+            mapped = apply_map(first, *maps[task])
+            rest = np.where(first < 1.0, (1.0 - mapped) / np.maximum(1.0 - first, FLOOR), 0.0)
+            probs = np.concatenate([mapped[:, None], probs[:, 1:] * rest[:, None]], axis=1)
+        out[task] = (ids, probs)
     return TablePrediction(prediction.table_id, out["cta"][0], out["cta"][1], out["cpa"][0], out["cpa"][1],
                            prediction.activation)
 
@@ -234,21 +312,27 @@ def read_calibration(path: str | Path) -> dict:
     return data
 
 
-def temperatures_for(calibration: Mapping, fingerprint: str, where: str | Path = "calibration") -> dict | None:
-    """The temperatures {cta, cpa} the calibration file fitted for the checkpoint of this
-    fingerprint (whatever its path), or None when it has none for it."""
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def maps_for(calibration: Mapping, fingerprint: str, where: str | Path = "calibration") -> dict | None:
+    """The maps {cta: (a, b), cpa: (a, b)} the calibration file fitted for the checkpoint of this
+    fingerprint (whatever its path), or None when it has none for it; a `DataError` naming the
+    file for a map that is not two finite numbers with a > 0 (a map that would reverse the
+    order of confidences)."""
     for entry in calibration["checkpoints"].values():
         if isinstance(entry, Mapping) and entry.get("fingerprint") == fingerprint:
-            temperatures = entry.get("temperature")
-            if not isinstance(temperatures, Mapping) or not all(
-                    isinstance(temperatures.get(task), (int, float)) and not isinstance(temperatures.get(task), bool)
-                    and 0 < temperatures[task] < math.inf for task in TASKS):
-                raise DataError(Path(where), f"bad temperature {temperatures!r} for fingerprint {fingerprint[:16]}; "
+            maps = entry.get("map")
+            if not isinstance(maps, Mapping) or not all(
+                    isinstance(maps.get(task), Mapping) and _number(maps[task].get("a")) and _number(maps[task].get("b"))
+                    and maps[task]["a"] > 0 for task in TASKS):
+                raise DataError(Path(where), f"bad calibration map {maps!r} for fingerprint {fingerprint[:16]}; "
                                              f"rerun `dvc repro calibrate`")
-            return {task: float(temperatures[task]) for task in TASKS}
+            return {task: (float(maps[task]["a"]), float(maps[task]["b"])) for task in TASKS}
     return None
 
 
-__all__ = ["BINS", "Scored", "TARGET_ACCURACY", "THRESHOLDS", "coverage_curve", "expected_calibration_error",
-           "fit_temperature", "for_accuracy", "most_accurate", "nll", "read_calibration", "reliability", "summary", "temper",
-           "temper_prediction", "temperatures_for"]
+__all__ = ["BINS", "Scored", "TARGET_ACCURACY", "THRESHOLDS", "apply_map", "coverage_curve",
+           "expected_calibration_error", "fit_logistic", "fit_temperature", "for_accuracy", "logit", "map_prediction",
+           "maps_for", "most_accurate", "nll", "out_of_family", "read_calibration", "reliability", "summary", "temper"]

@@ -311,20 +311,24 @@ def phase4_domain_tables(tree: Any, path: str | Path) -> list[DomainTable]:
 def parse_calibration(tree: Any, path: str | Path) -> list[dict[str, Any]]:
     """The `calibrate` stage's calibration.json as rows, one per checkpoint and task: its name,
     the accuracy and expected calibration error on the real split with the model's own
-    confidences and with the temperature fitted on the fit split, and the least confidence that
-    reaches the target accuracy there (or the most accurate threshold when none does)."""
+    confidences and with the logistic map fitted on the other families (None with fewer than
+    two), and the least calibrated confidence that reaches the target accuracy out of family
+    (or the most accurate threshold when none does; the model's own curve without families)."""
     try:
-        real, fit, target = tree["real_split"], tree["fit_split"], float(tree["target_accuracy"])
+        real, target = tree["real_split"], float(tree["target_accuracy"])
         rows = []
         for checkpoint, entry in tree["checkpoints"].items():
             for task in TASKS:
                 split = entry["splits"][real][task]
+                held = entry[real][task]["out_of_family"]
+                curve = held if held is not None else entry[real][task]
                 rows.append({"checkpoint": checkpoint, "name": entry["name"], "task": task,
                              "accuracy": float(split["accuracy"]), "ece": float(split["before"]["ece"]),
-                             "temperature": float(entry["temperature"][task]),
-                             "ece_fitted": float(split["after"]["ece"]), "real_split": real, "fit_split": fit,
-                             "target": target, "for_accuracy": entry[real][task]["for_accuracy"],
-                             "most_accurate": entry[real][task]["most_accurate"]})
+                             "map": {k: float(entry["map"][task][k]) for k in ("a", "b")},
+                             "ece_out_of_family": None if held is None else float(held["ece"]),
+                             "families": None if held is None else int(held["families"]),
+                             "real_split": real, "target": target, "for_accuracy": curve["for_accuracy"],
+                             "most_accurate": curve["most_accurate"]})
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise DataError(path, f"not a calibration.json of the calibrate stage ({exc!r}); "
                               f"{rerun_hint('calibrate')}") from None
@@ -536,25 +540,32 @@ def reach_text(hit: Mapping | None, best: Mapping | None) -> str:
 
 def calibration_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The report's calibration section: per checkpoint and task, its accuracy and expected
-    calibration error on the real split, the fitted temperature's, and the confidence a user can
-    ask for to reach the target accuracy (`aegir annotate --min-confidence P`)."""
+    calibration error on the real split with its own confidences and calibrated out of family,
+    and the calibrated confidence a user can ask for to reach the target accuracy
+    (`aegir annotate --min-confidence P`)."""
     first = rows[0]
-    real, fit, target = first["real_split"], first["fit_split"], 100 * first["target"]
+    real, target = first["real_split"], 100 * first["target"]
+
+    def percent(value: float | None) -> str:
+        return "–" if value is None else f"{100 * value:.1f}"
 
     lines = [f"## Calibration on `{real}`", "",
              f"From `results/calibrate/calibration.json` (stage `calibrate`): how far each checkpoint's top-1 "
              f"confidence can be trusted on `{real}`. ECE is the expected calibration error (the gap between "
-             f"confidence and accuracy, averaged over confidence bins), with the model's own confidences and "
-             f"with one temperature per task fitted on `{fit}`; the last column is the least confidence P (the "
-             f"model's own) at which the kept columns reach {target:.0f} % accuracy, and the share it keeps "
-             f"(`aegir annotate --min-confidence P` prints `unknown` below it). Reliability and coverage figures: "
-             f"[reliability.png](../calibrate/figures/reliability.png), "
+             f"confidence and accuracy, averaged over confidence bins). `aegir annotate` maps every confidence "
+             f"by a logistic map of its log-odds (two numbers per task, fitted on `{real}`); the ECE given for "
+             f"it is out of family: each family's tables mapped by the map fitted on the other families', what "
+             f"tables of a kind the map never saw can expect. The last column is the least calibrated "
+             f"confidence P at which the kept columns reach {target:.0f} % accuracy (out of family), and the "
+             f"share it keeps (`aegir annotate --min-confidence P` prints `unknown` below it). Reliability and "
+             f"coverage figures: [reliability.png](../calibrate/figures/reliability.png), "
              f"[coverage.png](../calibrate/figures/coverage.png).", "",
-             f"| checkpoint | task | accuracy | ECE, own | T (fitted on `{fit}`) | ECE with T | {target:.0f} % accuracy |",
-             "|---|---|---:|---:|---:|---:|---|"]
+             f"| checkpoint | task | accuracy | ECE, own | ECE, calibrated (out of family) | map a, b | "
+             f"{target:.0f} % accuracy |",
+             "|---|---|---:|---:|---:|---|---|"]
     for row in rows:
-        lines.append(f"| {row['name']} | {row['task'].upper()} | {100 * row['accuracy']:.1f} | {100 * row['ece']:.1f} | "
-                     f"{row['temperature']:.3g} | {100 * row['ece_fitted']:.1f} | "
+        lines.append(f"| {row['name']} | {row['task'].upper()} | {100 * row['accuracy']:.1f} | {percent(row['ece'])} | "
+                     f"{percent(row['ece_out_of_family'])} | {row['map']['a']:.3g}, {row['map']['b']:.3g} | "
                      f"{reach_text(row['for_accuracy'], row['most_accurate'])} |")
     return lines
 

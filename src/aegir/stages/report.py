@@ -10,8 +10,9 @@ wrote (`aegir.eval.report` lists them) and writes, under --out:
   report.md       the F1 table (baseline → Phase 1 → Phase 3 control → Phase 3 fused → Phase 4,
                   CTA and CPA micro / macro F1 on every split), Phase 3's routing (activation
                   rate per specialist, overall and per table domain), Phase 4's scaling rows,
-                  with --calibration each model's calibration on `real` (its ECE, the fitted
-                  temperature's, the confidence that reaches 95 % accuracy), links to the figures
+                  with --calibration each model's calibration on `real` (its own ECE, its
+                  calibrated ECE out of family, the map, the calibrated confidence that reaches
+                  95 % accuracy), links to the figures
   gains.json      micro-F1 gains in points per task and split (fused over control, over Phase 1,
                   over the baseline; each Phase 4 policy over its `never` control)
   best.json       the checkpoint (a directory under --models) that scored best on `real`, its
