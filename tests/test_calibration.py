@@ -144,6 +144,17 @@ def test_the_logistic_fit_recovers_a_known_map_and_calibrates():
     assert a == 0.05 and apply_map(confidences, a, b).mean() == pytest.approx(reversed_right.mean(), abs=0.01)
 
 
+def test_the_logistic_fit_converges_where_a_full_newton_step_overshoots():
+    """Confidences piled near 1 (log-odds up to ~10) whose outcomes follow a flat map: a full
+    Newton step from (1, 0) overshoots and the plain iteration ran off to a ≈ 2e9 (a Phase 3
+    control's CPA on `real` did); the halved steps find the map."""
+    rng = np.random.default_rng(3)
+    confidences = 1.0 / (1.0 + np.exp(-rng.normal(2.5, 3.0, 800)))
+    right = rng.uniform(size=confidences.size) < apply_map(confidences, 0.47, -0.14)
+    a, b = fit_logistic(confidences, right)
+    assert abs(a - 0.47) < 0.1 and abs(b + 0.14) < 0.3
+
+
 def test_out_of_family_never_maps_a_family_by_its_own_targets():
     """A family's out-of-family confidences do not move when its own targets' outcomes change
     (what makes the stage's out-of-family ECE an out-of-sample figure); another family's do."""

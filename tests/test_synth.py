@@ -378,6 +378,18 @@ def test_formats_where_user_tables_failed_are_in_the_benchmark():
         v for d in vocab.DEPARTMENTS for v in (d, d.lower(), d.upper())}
 
 
+def test_firms_figures_are_numbers_that_look_like_coordinates():
+    """A ranking's or a report's figures (revenue, profit, market value, assets in the header's
+    unit): bare decimals, some signed and below 1 like a coordinate, labelled `Number`, in
+    organisations' tables (docs/data.md, "Formats as sites write them")."""
+    train = bench(MEDIUM)["train"] + bench(MEDIUM)["test"]
+    figures = [c for t in train if t.cta[0] == "Organization"
+               for col, cta in zip(t.columns, t.cta) if cta == "Number" for c in col if not is_missing(c)]
+    assert any(re.fullmatch(r"-\d[.,]\d\d", c) for c in figures)  # a loss: -0.87, -0,87
+    assert any(re.fullmatch(r"\d{1,3}[.,]\d{2}", c) for c in figures)  # 12.34, 12,34
+    assert any(re.fullmatch(r"\d{1,3}([,.]\d{3})+[.,]\d{1,2}", c) for c in figures)  # 12,345.68 (millions)
+
+
 def test_columns_of_words_come_in_several_cases_and_rows_in_several_orders():
     b = bench(MEDIUM)
     tables = b["train"] + b["test"]

@@ -158,11 +158,18 @@ def fit_logistic(confidences: np.ndarray, correct: np.ndarray, iterations: int =
     return round(a, DIGITS), round(b, DIGITS)
 
 
+def _logistic_nll(x: np.ndarray, y: np.ndarray, a: float, b: float, ridge: float) -> float:
+    z = a * x + b
+    return float(np.sum(np.logaddexp(0.0, z) - y * z)) + 0.5 * ridge * (a * a + b * b)
+
+
 def _newton(x: np.ndarray, y: np.ndarray, a: float, b: float, iterations: int, slope: bool) -> tuple[float, float]:
-    """Newton's method on the logistic likelihood of (a, b), or of b alone (`slope` False)."""
+    """Newton's method on the logistic likelihood of (a, b), or of b alone (`slope` False), each
+    step halved until the likelihood improves (a full Newton step can overshoot and diverge)."""
     ridge = 1e-6
+    loss = _logistic_nll(x, y, a, b, ridge)
     for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-(a * x + b)))
+        p = 0.5 * (1.0 + np.tanh(0.5 * (a * x + b)))  # σ without overflow
         w = p * (1.0 - p)
         if slope:
             grad = np.array([np.sum((p - y) * x) + ridge * a, np.sum(p - y) + ridge * b])
@@ -170,10 +177,19 @@ def _newton(x: np.ndarray, y: np.ndarray, a: float, b: float, iterations: int, s
             step = np.linalg.solve(hess, grad)
         else:
             step = np.array([0.0, (np.sum(p - y) + ridge * b) / (np.sum(w) + ridge)])
-        a, b = a - float(step[0]), b - float(step[1])
+        scale = 1.0
+        while scale > 1e-8:
+            a_new, b_new = a - scale * float(step[0]), b - scale * float(step[1])
+            new_loss = _logistic_nll(x, y, a_new, b_new, ridge)
+            if new_loss <= loss:
+                break
+            scale *= 0.5
+        else:
+            break  # no step improves: a minimum up to float precision
+        a, b, loss = a_new, b_new, new_loss
         if not (math.isfinite(a) and math.isfinite(b)):
             raise ValueError("the logistic calibration map did not converge")
-        if np.abs(step).max() < 1e-10:
+        if scale * np.abs(step).max() < 1e-10:
             break
     return a, b
 

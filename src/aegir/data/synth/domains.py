@@ -211,6 +211,9 @@ ORGANISATION_TABLE = SubjectVariant("Organization", OTHER_SUBJECTS["organisation
     P("url", "URL", "url"), code(1.0), code(0.5, "taxID", "identifier_b"),
     fact("foundingYear", "Number", "founding_year", 0.5), fact("numberOfEmployees", "Number", "employees", 0.5),
     fact("additionalType", "category", "org_category", 0.5),
+    # a ranking's or a report's figures: bare amounts whose unit is in the header, profits signed
+    fact("revenue", "Number", "figure_revenue", 0.4), fact("profit", "Number", "figure_profit", 0.35),
+    fact("marketValue", "Number", "figure_market_value", 0.25), fact("assets", "Number", "figure_assets", 0.2),
 ))
 # the towns of one country or region with their sizes and positions (a gazetteer page)
 TOWN_TABLE = SubjectVariant("Place/name", OTHER_SUBJECTS["town"], 0.25, (

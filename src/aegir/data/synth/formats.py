@@ -737,6 +737,17 @@ def decimal_local(c: TableContext, x: float, decimals: int = 1) -> str:
     return text.replace(".", ",") if _GROUPING.get(c.lang, "en") != "en" else text
 
 
+FIGURE_FORMATS: tuple[Formatter, ...] = (  # a firm's figure in the header's unit, a float (`latents.figure`)
+    lambda c, x: f"{x:.2f}",
+    lambda c, x: decimal_local(c, x, 2),
+    lambda c, x: f"{x:.1f}",
+    lambda c, x: grouped(x, 2, "en"),
+    lambda c, x: grouped(x, 1, local_grouping(c)),
+    lambda c, x: grouped(x, 2, "de"),
+)
+PREFERRED_FIGURE = {"en": (0, 0, 2, 3), "de": (1, 5, 4), "fr": (1, 4)}
+
+
 MEASURE_FORMATS: tuple[Formatter, ...] = (  # a unitless measurement, a float
     lambda c, x: _num(x, 1),
     lambda c, x: decimal_local(c, x),

@@ -271,6 +271,8 @@ K: dict[str, Kind] = {k.name: k for k in (
     count_kind("capacity", L.count("capacity", 50, 90000)),
     count_kind("visitors", L.count("visitors", 1500, 5e6)),
     Kind("small_number", lambda c, r: c.rng.randint(1, 16)),
+    *(Kind(f"figure_{key}", L.figure(key), F.FIGURE_FORMATS, by_locale(F.PREFERRED_FIGURE, (0, 1)))
+      for key in L.FIGURE_SHARES),
     Kind("founding_year", L.year("founded", 1150, 2022)),
     Kind("model_year", L.year("model_year", 1968, 2025)),
     Kind("measure", L.measure(6, 60), F.MEASURE_FORMATS, lambda c: (1, 0)),

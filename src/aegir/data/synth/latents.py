@@ -671,6 +671,23 @@ def count(key: str, low: float, high: float) -> Draw:
     return latent(key, lambda c, r: int(round(log_uniform(c, low, high))))
 
 
+# A firm's figures as annual reports and rankings list them, relative to its revenue (profit may be
+# a loss), in the table's unit: billions (a ranking of the largest firms: "12.34", "-0.87") or
+# millions ("12,345.6"); the header names the unit, the cells are bare numbers.
+FIGURE_SHARES = {"revenue": (1.0, 1.0), "profit": (-0.12, 0.22), "market_value": (0.2, 5.0), "assets": (0.5, 12.0)}
+
+
+def figure(key: str) -> Draw:
+    """One of a firm's figures (`FIGURE_SHARES`), a float in the table's unit."""
+    def make(ctx: TableContext, row: Row) -> float:
+        revenue = row.get("revenue", lambda: log_uniform(ctx, 0.2, 250.0))
+        low, high = FIGURE_SHARES[key]
+        share = 1.0 if key == "revenue" else (ctx.rng.uniform(low, high) if low < 0 else log_uniform(ctx, low, high))
+        unit = ctx.table_value("figure_unit", lambda: 1.0 if ctx.rng.random() < 0.6 else 1000.0)
+        return revenue * share * unit
+    return latent(f"figure_{key}", make)
+
+
 def year(key: str, first: int, last: int) -> Draw:
     """A year (founded, built, admitted), later years likelier."""
     return latent(key, lambda c, r: last - int((last - first) * c.rng.random() ** 1.6))
