@@ -107,7 +107,7 @@ def checkpoint_calibration(fingerprint: str, calibration: Path | None = None) ->
     None; a sentence saying which, with the maps' out-of-family ECE on the real split).
     `calibration`: the calibrate stage's file; None: `CALIBRATION_FILE` when it is there. A file
     named but missing or malformed is a `DataError`."""
-    from aegir.eval.calibration import maps_for, read_calibration
+    from aegir.eval.calibration import entry_for, maps_for, read_calibration
 
     if calibration is None:
         if not CALIBRATION_FILE.is_file():
@@ -118,21 +118,20 @@ def checkpoint_calibration(fingerprint: str, calibration: Path | None = None) ->
     if maps is None:
         return None, (f"the model's own, uncalibrated ({calibration} has no map for this checkpoint, "
                       f"fingerprint {fingerprint[:16]}: `dvc repro calibrate` fits one)")
-    return maps, f"calibrated by {calibration} (a map fitted on real tables; {_held_out_ece(content, fingerprint)})"
+    held_out = _held_out_ece(entry_for(content, fingerprint), content.get("real_split"))
+    return maps, f"calibrated by {calibration} (a map fitted on real tables; {held_out})"
 
 
-def _held_out_ece(content: dict, fingerprint: str) -> str:
-    """The out-of-family ECE per task of the checkpoint's entry, in words."""
-    for entry in content["checkpoints"].values():
-        if isinstance(entry, dict) and entry.get("fingerprint") == fingerprint:
-            try:
-                real = entry[content["real_split"]]
-                figures = [f"{task.upper()} {100 * real[task]['out_of_family']['ece']:.1f} %" for task in ("cta", "cpa")
-                           if real[task].get("out_of_family")]
-            except (KeyError, TypeError):
-                figures = []
-            if figures:
-                return "expected calibration error on families held out of the fit: " + ", ".join(figures)
+def _held_out_ece(entry: dict, real_split: str | None) -> str:
+    """The out-of-family ECE per task of a checkpoint's calibration entry, in words."""
+    try:
+        real = entry[real_split]
+        figures = [f"{task.upper()} {100 * real[task]['out_of_family']['ece']:.1f} %" for task in ("cta", "cpa")
+                   if real[task].get("out_of_family")]
+    except (KeyError, TypeError):
+        figures = []
+    if figures:
+        return "expected calibration error on families held out of the fit: " + ", ".join(figures)
     return "no out-of-family figure in it"
 
 

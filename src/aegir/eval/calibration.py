@@ -332,23 +332,32 @@ def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def maps_for(calibration: Mapping, fingerprint: str, where: str | Path = "calibration") -> dict | None:
-    """The maps {cta: (a, b), cpa: (a, b)} the calibration file fitted for the checkpoint of this
-    fingerprint (whatever its path), or None when it has none for it; a `DataError` naming the
-    file for a map that is not two finite numbers with a > 0 (a map that would reverse the
-    order of confidences)."""
+def entry_for(calibration: Mapping, fingerprint: str) -> Mapping | None:
+    """The calibration file's entry of the checkpoint of this fingerprint (whatever its path), or
+    None when it has none."""
     for entry in calibration["checkpoints"].values():
         if isinstance(entry, Mapping) and entry.get("fingerprint") == fingerprint:
-            maps = entry.get("map")
-            if not isinstance(maps, Mapping) or not all(
-                    isinstance(maps.get(task), Mapping) and _number(maps[task].get("a")) and _number(maps[task].get("b"))
-                    and maps[task]["a"] > 0 for task in TASKS):
-                raise DataError(Path(where), f"bad calibration map {maps!r} for fingerprint {fingerprint[:16]}; "
-                                             f"rerun `dvc repro calibrate`")
-            return {task: (float(maps[task]["a"]), float(maps[task]["b"])) for task in TASKS}
+            return entry
     return None
 
 
-__all__ = ["BINS", "Scored", "TARGET_ACCURACY", "THRESHOLDS", "apply_map", "coverage_curve",
+def maps_for(calibration: Mapping, fingerprint: str, where: str | Path = "calibration") -> dict | None:
+    """The maps {cta: (a, b), cpa: (a, b)} the calibration file fitted for the checkpoint of this
+    fingerprint (`entry_for`), or None when it has none for it; a `DataError` naming the file
+    for a map that is not two finite numbers with a > 0 (a map that would reverse the order of
+    confidences)."""
+    entry = entry_for(calibration, fingerprint)
+    if entry is None:
+        return None
+    maps = entry.get("map")
+    if not isinstance(maps, Mapping) or not all(
+            isinstance(maps.get(task), Mapping) and _number(maps[task].get("a")) and _number(maps[task].get("b"))
+            and maps[task]["a"] > 0 for task in TASKS):
+        raise DataError(Path(where), f"bad calibration map {maps!r} for fingerprint {fingerprint[:16]}; "
+                                     f"rerun `dvc repro calibrate`")
+    return {task: (float(maps[task]["a"]), float(maps[task]["b"])) for task in TASKS}
+
+
+__all__ = ["BINS", "Scored", "TARGET_ACCURACY", "THRESHOLDS", "apply_map", "coverage_curve", "entry_for",
            "expected_calibration_error", "fit_logistic", "fit_temperature", "for_accuracy", "logit", "map_prediction",
            "maps_for", "most_accurate", "nll", "out_of_family", "read_calibration", "reliability", "summary", "temper"]
