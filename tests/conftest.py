@@ -34,6 +34,7 @@ TINY_PARAMS_OVERRIDE = {
     "specialists": {  # as params.yaml's: from the primary, on their domains' `specialist_train` tables
         "places": {"preset": "tiny", "seed": 1, "extra_tables": 40},
         "media": {"preset": "tiny", "seed": 2, "extra_tables": 40},
+        "commerce": {"preset": "tiny", "seed": 3, "extra_tables": 40},
     },
     "phase1": {"epochs": 1, "batch_size": 8, "max_steps": 6, "warmup_steps": 2, "eval_every": 4,
                "log_every": 2, "checkpoint_every": 3},

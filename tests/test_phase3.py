@@ -83,14 +83,15 @@ def test_two_runs_are_byte_identical_and_report_every_variant(tiny_phase1, tmp_p
     for rel in ("params.yaml", "data", "models", "p2"):
         (shutil.copytree if (tiny_phase1 / rel).is_dir() else shutil.copy)(tiny_phase1 / rel, other / rel)
     stored = sorted(other.glob(f"models/*/{READS_FILE}"))
-    assert [path.parent.name for path in stored] == ["media", "places", "primary"]
+    assert [path.parent.name for path in stored] == ["commerce", "media", "places", "primary"]
     for path in stored:
         path.unlink()
     run_module(other, *phase3_args("b"))
     for rel in OUTPUTS:
         assert digest(tiny_phase1 / "a" / rel) == digest(other / "b" / rel), rel
     taken = json.loads((tiny_phase1 / "a/metrics/timing.json").read_text())["phase1_reads"]
-    assert taken == {"phase1": "stored", "primary": "stored", "places": "stored", "media": "stored"}
+    assert taken == {"phase1": "stored", "primary": "stored", "places": "stored", "media": "stored",
+                     "commerce": "stored"}
     redone = json.loads((other / "b/metrics/timing.json").read_text())["phase1_reads"]
     assert redone == dict.fromkeys(taken, f"no {READS_FILE}")
     scores = json.loads((tiny_phase1 / "a/metrics/scores.json").read_text())
@@ -102,7 +103,7 @@ def test_two_runs_are_byte_identical_and_report_every_variant(tiny_phase1, tmp_p
             # the real split per domain: the same predictions, each domain's tables alone
             by_domain = scores[variant]["real_domains"][task]
             assert sum(r["support"] for r in by_domain.values()) == scores[variant][task]["real"]["support"]
-    assert set(scores["routing"]["activation_rate"]) == {"primary", "places", "media"}
+    assert set(scores["routing"]["activation_rate"]) == {"primary", "places", "media", "commerce"}
     assert scores["critical_steps"]["primary_only"] == 4  # tiny: 1 encoder + 1 main + 1 decoder + 1 context
     # the DVC metrics: the headline of the control and the fused model, nothing more
     metrics = json.loads((tiny_phase1 / "a/metrics/metrics.json").read_text())
@@ -113,7 +114,7 @@ def test_two_runs_are_byte_identical_and_report_every_variant(tiny_phase1, tmp_p
     own = json.loads((tiny_phase1 / "p1/primary/scores.json").read_text())
     assert scores["phase1"]["cta"]["test"] == own["cta"]["test"]
     report = json.loads((tiny_phase1 / "a/metrics/report.json").read_text())
-    assert set(report["specialists_beat_primary"]) == {"primary", "places", "media"}
+    assert set(report["specialists_beat_primary"]) == {"primary", "places", "media", "commerce"}
     survival = report["state_survival"]["share_by_layer_and_column"]
     assert len(survival) == 1 and all(0.0 <= x <= 1.0 + 1e-6 for x in survival[0])
     png = (tiny_phase1 / "a/metrics/curves.png").read_bytes()
@@ -132,7 +133,7 @@ def test_two_runs_are_byte_identical_and_report_every_variant(tiny_phase1, tmp_p
     # the control is a plain checkpoint; the orchestrator names its specialists by fingerprint
     config = json.loads((tiny_phase1 / "a/model/config.json").read_text())
     names = [s["name"] for s in config["orchestrator"]["specialists"]]
-    assert names == ["primary", "places", "media"]
+    assert names == ["primary", "places", "media", "commerce"]
     assert all(len(s["fingerprint"]) == 64 for s in config["orchestrator"]["specialists"])
     # both read tables as the primary's Phase 1 scoring does: its label repeat counts, for the joint decoding
     primary = json.loads((tiny_phase1 / "models/primary/config.json").read_text())["label_repeats"]

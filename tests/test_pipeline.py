@@ -92,7 +92,7 @@ def test_metrics_show_only_headline_figures(project):
     detail and the reward report stay out of it."""
     shown = json.loads(run_tool(project, "dvc", "metrics", "show", "--json").stdout)
     data = {path: entry["data"] for rev in shown.values() for path, entry in rev["data"].items()}
-    agents = ("primary", "places", "media")
+    agents = ("primary", "places", "media", "commerce")
     assert set(data) == {"results/prepare/metrics.json", "results/baselines/metrics.json",
                          "results/phase2/metrics.json", "results/phase3/metrics.json", "results/phase3/wall.json",
                          "results/phase4/metrics.json", "results/phase4/wall.json"} | {
@@ -116,7 +116,7 @@ def test_metrics_show_only_headline_figures(project):
     # every key path names its model, so no two files share a column and none needs its file's
     # name in front (the first dvc.yaml showed about 450 figures; 360 before this layout)
     columns = [leaves(d) for d in data.values()]
-    assert sum(columns) == 14 + 3 + 4 * (1 + 3 + 2 + 1) + 5, columns  # prepare: 11 splits + 3
+    assert sum(columns) == 14 + 3 + 4 * (1 + 4 + 2 + 1) + 6, columns  # prepare: 11 splits + 3
 
 
 def test_status_clean_after_repro(project):
@@ -128,7 +128,8 @@ def test_phase3_takes_the_frozen_models_distributions_from_their_checkpoints(pro
     # the phase1 stages stored every read's distributions (column groups and two views here);
     # Phase 3 read them instead of running those models again (aegir.eval.reads)
     timing = json.loads((project / "results/phase3/timing.json").read_text())
-    assert timing["phase1_reads"] == {"phase1": "stored", "primary": "stored", "places": "stored", "media": "stored"}
+    assert timing["phase1_reads"] == {"phase1": "stored", "primary": "stored", "places": "stored", "media": "stored",
+                                     "commerce": "stored"}
 
 
 def test_report_gathers_every_stage_and_reruns_byte_identical(project):
@@ -334,6 +335,7 @@ def test_exp_run_on_lambda_reruns_phase2_not_phase1(project):
     # the metrics that moved: the retrained models' figures and wall time, nothing of earlier stages
     diff = json.loads(run_tool(project, "dvc", "metrics", "diff", "--json", "HEAD").stdout)
     moved = {path for path, entries in diff.get("diff", diff).items() if entries}
+    moved_names = {name for entries in diff.get("diff", diff).values() for name in entries}
     assert moved <= {"results/phase3/metrics.json", "results/phase3/wall.json",
                      "results/phase4/metrics.json", "results/phase4/wall.json"}, moved
     # the retrained orchestrator's weights moved; its F1 may not at this scale (an AVX2 machine's
@@ -353,7 +355,9 @@ def test_exp_run_on_lambda_reruns_phase2_not_phase1(project):
     header = next(line for line in shown.splitlines() if "Experiment" in line)
     assert "…" not in header and "/" not in header, shown
     assert {"lambda.early"} | {f"minutes.{stage}" for stage in wall_moved} <= set(header.split()), shown
-    assert any(name.startswith("swarm.") for name in header.split()), shown
+    # every figure `dvc metrics diff` saw move has its column (which ones move at this scale is
+    # the float rounding's business: with three experts the tiny swarm's F1 stayed put)
+    assert moved_names and moved_names <= set(header.split()), (moved_names, shown)
     (project / "exp_show_only_changed.txt").write_text(shown)
 
 
