@@ -334,8 +334,9 @@ def test_exp_run_on_lambda_reruns_phase2_not_phase1(project):
     assert float(curve[1].split("\t")[1]) == pytest.approx(0.2)  # Phase 3 trained with the new λ1
     # the metrics that moved: the retrained models' figures and wall time, nothing of earlier stages
     diff = json.loads(run_tool(project, "dvc", "metrics", "diff", "--json", "HEAD").stdout)
-    moved = {path for path, entries in diff.get("diff", diff).items() if entries}
-    moved_names = {name for entries in diff.get("diff", diff).values() for name in entries}
+    changes = diff.get("diff", diff)  # {metrics file: {figure: {old, new, diff}}}
+    moved = {path for path, entries in changes.items() if entries}
+    moved_names = {name for entries in changes.values() for name in entries}
     assert moved <= {"results/phase3/metrics.json", "results/phase3/wall.json",
                      "results/phase4/metrics.json", "results/phase4/wall.json"}, moved
     # the retrained orchestrator's weights moved; its F1 may not at this scale (an AVX2 machine's
