@@ -586,3 +586,32 @@ def test_clubs_are_named_as_football_leagues_write_them():
     ctx, _ = _row_context(1, "de_DE")
     listed = [latents.team(ctx, Row(i)) for i in range(10)]
     assert len(set(listed)) == 10
+
+
+def test_real_product_catalogues_reach_only_the_specialists_tables():
+    """Cars, aircraft, graphics cards, drives and phones from mimesis's catalogues name products
+    in `specialist_train`'s Product tables (knowledge only the specialists read); no table of a
+    split the primary trains on or any model is scored on names one. Where a table lists them,
+    brand, model and name agree within each row."""
+    from aegir.config import SPECIALIST_TRAIN_SPLIT
+
+    cfg = SyntheticConfig(specialist_train_tables=170, train_tables=340, test_tables=170, corner_cases_tables=170)
+    known = {name.lower() for names in vocab.CATALOGUES.values() for name in names}
+    models = {name.split(" ", 1)[1].lower() for name in known if " " in name}
+
+    def named(table) -> list[str]:
+        return [cell for cell in table.columns[0] if cell and cell.lower() in known]
+
+    product = [t for i in range(170) if (t := generate_table(cfg, SPECIALIST_TRAIN_SPLIT, i)).domain == "Product"]
+    listing = [t for t in product if len(named(t)) >= len([c for c in t.columns[0] if c]) // 2 > 0]
+    assert 2 <= len(listing) < len(product)  # some of its Product tables, not all
+    for table in listing:
+        for j, label in enumerate(table.cta):
+            if label == "ProductModel":  # the model column is the rest of the name, row by row
+                pairs = [(n, m) for n, m in zip(table.columns[0], table.columns[j]) if not (is_missing(n) or is_missing(m))]
+                assert pairs and all(n.lower().endswith(m.lower()) for n, m in pairs)
+    for split in ("train", "test", "corner_cases"):
+        tables = generate_split(cfg, split)
+        assert not [c for t in tables for c in t.columns[0] if c and c.lower() in known], split
+        assert any(t.domain == "Product" for t in tables)
+    assert models  # the catalogues were read

@@ -128,6 +128,7 @@ class TableContext:
     cue_rate: float  # chance that one name or description carries a clue to its class
     hard: bool  # a corner-case table: telltale formats are left out
     seed: int = 0  # the table's seed (for providers first used mid-table)
+    catalogue: bool = False  # its products may be real ones (latents.catalogue_item): `specialist_train` only
     memo: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -176,7 +177,7 @@ class Row:
         return self.values[key]
 
 
-def make_context(locale: str, seed: int, *, hard: bool, cue_rate: float) -> TableContext:
+def make_context(locale: str, seed: int, *, hard: bool, cue_rate: float, catalogue: bool = False) -> TableContext:
     providers = providers_for(locale)
     providers.reseed(seed)
     rng = random.Random(seed)
@@ -187,7 +188,8 @@ def make_context(locale: str, seed: int, *, hard: bool, cue_rate: float) -> Tabl
         currency = rng.choice(("EUR", "USD", "GBP"))
     site = providers.fake.domain_name()
     return TableContext(rng=rng, providers=providers, locale=locale, lang=lang, country=country,
-                        currency=currency, site=site, cue_rate=cue_rate, hard=hard, seed=seed)
+                        currency=currency, site=site, cue_rate=cue_rate, hard=hard, seed=seed,
+                        catalogue=catalogue)
 
 
 # ----------------------------------------------------------------------------- templates

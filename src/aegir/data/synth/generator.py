@@ -247,7 +247,8 @@ def generate_table(cfg: SyntheticConfig, split: str, index: int) -> Table:
     style = drawn_as(cfg, split, index)
     hard = style == "corner_cases"
     ctx = make_context(locale, derive_seed(cfg.seed, split, index, "values"), hard=hard,
-                       cue_rate=HARD_CUE_RATE if hard else layout.choice(CUE_RATES))
+                       cue_rate=HARD_CUE_RATE if hard else layout.choice(CUE_RATES),
+                       catalogue=split == SPECIALIST_TRAIN_SPLIT and domain.name == "Product")
     rng = ctx.rng
 
     n_rows = rng.randint(cfg.min_rows, cfg.max_rows)

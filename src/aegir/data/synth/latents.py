@@ -336,7 +336,37 @@ def standing(ctx: TableContext, row: Row) -> dict[str, int]:
     return row.get("standing", make)
 
 
+def catalogue_item(ctx: TableContext, row: Row) -> tuple[str, str, str] | None:
+    """(maker, model, name) of a real product for a row of a `specialist_train` Product table
+    that lists them: half of those tables take one catalogue of `vocab.CATALOGUES` (cars,
+    aircraft, graphics cards, drives, phones); None for every other table. The model part is
+    written as catalogues write it: as the maker gives it, in lower case, or in capitals."""
+    if not ctx.catalogue:
+        return None
+    def pick() -> tuple[str, str] | None:
+        if ctx.rng.random() >= 0.5:
+            return None
+        names = list(vocab.CATALOGUES)
+        return ctx.rng.choices(names, weights=vocab.CATALOGUE_WEIGHTS)[0], ctx.rng.choice(("as is", "as is", "lower", "upper"))
+    chosen = ctx.table_value("catalogue", pick)
+    if chosen is None:
+        return None
+    name, case = chosen
+    def make() -> tuple[str, str, str]:
+        full = ctx.rng.choice(vocab.CATALOGUES[name])
+        maker = next((m for m in vocab.CATALOGUE_MAKERS if full.startswith(m + " ")), full.split(" ")[0])
+        if maker == "iPhone" or maker.startswith("Apple"):
+            maker = "Apple"
+        model = full[len(maker):].strip() if full.startswith(maker + " ") else full
+        model = model.lower() if case == "lower" else model.upper() if case == "upper" else model
+        return maker, model, f"{maker} {model}" if full.startswith(maker + " ") else model
+    return row.get("catalogue_item", make)
+
+
 def brand(ctx: TableContext, row: Row) -> str:
+    if (item := catalogue_item(ctx, row)) is not None:
+        return item[0]
+
     def make() -> str:  # a known brand, a company's short name, or an invented word
         if ctx.table_value("real_brands", lambda: ctx.rng.random() < 0.4):
             return ctx.rng.choice(vocab.REAL_BRANDS)
@@ -348,6 +378,9 @@ def brand(ctx: TableContext, row: Row) -> str:
 
 
 def model_name(ctx: TableContext, row: Row) -> str:
+    if (item := catalogue_item(ctx, row)) is not None:
+        return item[1]
+
     def make() -> str:
         r, letters = ctx.rng, "ABCDEFGHKLMNPRSTWXZ"
         style = r.randint(0, 3)
@@ -362,6 +395,8 @@ def model_name(ctx: TableContext, row: Row) -> str:
 
 
 def product_name(ctx: TableContext, row: Row) -> str:
+    if (item := catalogue_item(ctx, row)) is not None:
+        return item[2]
     if ctx.cue():
         noun = ctx.rng.choice(vocab.PRODUCT_NOUNS)
         return f"{brand(ctx, row)} {noun}" + (f" {model_name(ctx, row)}" if ctx.rng.random() < 0.6 else "")

@@ -8,6 +8,8 @@ its output does not depend on Python's string hash seed.
 
 from __future__ import annotations
 
+from mimesis import datasets as mimesis_data
+
 # ----------------------------------------------------------------------------- calendar
 
 MONTHS: dict[str, tuple[str, ...]] = {
@@ -669,6 +671,22 @@ REAL_BRANDS: tuple[str, ...] = (
     "L'Oréal", "Nivea", "Dove", "Colgate", "Gillette", "Duracell", "Tefal", "Whirlpool",
     "Electrolux", "Black & Decker", "Makita", "Stihl", "Yamaha", "Fender", "Casio", "Rolex", "Swatch",
 )
+
+# Real products, by catalogue: the knowledge only the specialists' split (`specialist_train`)
+# weaves into its Product tables (latents.catalogue_item), so that the expert of products knows
+# names the primary never reads. mimesis ships them (a `train` source, aegir.data.source_roles).
+CATALOGUES: dict[str, tuple[str, ...]] = {
+    "cars": tuple(mimesis_data.CARS),
+    "aircraft": tuple(mimesis_data.AIRPLANES),
+    "graphics": tuple(mimesis_data.GRAPHICS),
+    "drives": tuple(mimesis_data.HDD_SSD),
+    "phones": tuple(mimesis_data.PHONE_MODELS),
+}
+CATALOGUE_WEIGHTS: tuple[float, ...] = (0.6, 0.15, 0.1, 0.1, 0.05)
+# Makers whose name is more than its first word, longest first (the rest of a name is its model).
+CATALOGUE_MAKERS: tuple[str, ...] = tuple(sorted(
+    {*mimesis_data.AUTO_MANUFACTURERS, "Western Digital", "McDonnell Douglas", "British Aerospace",
+     "De Havilland Canada", "Pilatus Britten-Norman"}, key=lambda m: (-len(m), m)))
 
 # Booleans as sites write them, per language: (true, false) pairs.
 BOOLEAN_WORDS: dict[str, tuple[tuple[str, str], ...]] = {
