@@ -63,17 +63,19 @@ def wide_csv(path: Path, rows: int = 240, columns: int = 9) -> Path:
 
 @pytest.mark.parametrize("name, columns, rows, first", [
     ("books.csv", 5, 4, "The Remains of the Day"), ("hotels.csv", 4, 3, "Hotel Adlon Kempinski"),
-    ("employees.csv", 6, 6, "Maria Keller"), ("films.csv", 6, 6, "Parasite"),
+    ("employees.csv", 6, 6, "Maria Keller"), ("films.csv", 6, 6, "Parasite"), ("cars.csv", 5, 5, "Toyota Corolla"),
 ])
 def test_the_shipped_example_tables_read_as_the_docs_show_them(name, columns, rows, first):
     """docs/examples/*.csv, the tables README.md and docs/annotate.md annotate: headers kept,
-    quoted cells ("$120000") unquoted, non-ASCII cells (Amélie) intact."""
+    quoted cells ("$120000", "$19,600") unquoted, non-ASCII cells (Amélie) intact."""
     table = read_user_table(ROOT / "docs" / "examples" / name)
     assert (table.num_columns, table.num_rows, table.columns[0][0]) == (columns, rows, first)
     assert sorted(p.name for p in (ROOT / "docs" / "examples").glob("*.csv")) == [
-        "books.csv", "employees.csv", "films.csv", "hotels.csv"]
+        "books.csv", "cars.csv", "employees.csv", "films.csv", "hotels.csv"]
     if name == "employees.csv":
         assert table.column_names[3] == "salary" and table.columns[3][0] == "$120000"
+    if name == "cars.csv":
+        assert table.column_names[3] == "price" and table.columns[3][0] == "$19,600"
     if name == "films.csv":
         assert "Amélie" in table.columns[0]
 
