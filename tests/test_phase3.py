@@ -353,12 +353,14 @@ def test_phase4_reports_the_swarm_and_a_killed_run_resumes_to_the_same_bytes(tin
     assert len(checked) >= 3 and all(extra >= 0 for extra in checked) and max(checked) > 0, checked
     rows = json.loads((tiny_phase1 / "s4/metrics/scaling.json").read_text())
     assert [row["n"] for row in rows] == longer["phase4"]["scaling_n"]
+    kinds = load_params(tiny_phase1 / "p4.yaml").phase4.specialists
+    assert len(kinds) == 4  # params.yaml's: primary, places, media, commerce
     for row in rows:
         for split in ("test", "corner_cases", "wide"):
             # the budget: wide search never spawns more than n; deep search and the second opinions
             # (one per sub-agent kind) come on top
             assert row[f"always_{split}_mean_wide_subagents"] <= row["n"]
-            assert row[f"always_{split}_mean_subagents"] <= row["n"] + 3
+            assert row[f"always_{split}_mean_subagents"] <= row["n"] + len(kinds)
             assert row[f"never_{split}_critical_steps"] <= row[f"always_{split}_critical_steps"]
             assert row[f"never_{split}_total_steps"] <= row[f"always_{split}_total_steps"]
     wide_tables = [row["always_wide_mean_wide_subagents"] for row in rows]
@@ -366,7 +368,7 @@ def test_phase4_reports_the_swarm_and_a_killed_run_resumes_to_the_same_bytes(tin
     timing = json.loads((tiny_phase1 / "s4/metrics/timing.json").read_text())
     assert list(timing["subagents_batched_vs_sequential"]) == [f"n{n}" for n in longer["phase4"]["scaling_n"] if n]
     config = json.loads((tiny_phase1 / "s4/model/config.json").read_text())
-    assert [s["name"] for s in config["swarm"]["specialists"]] == ["primary", "places", "media"]
+    assert [s["name"] for s in config["swarm"]["specialists"]] == ["primary", "places", "media", "commerce"]
     assert config["swarm"]["phase3"]["fingerprint"] == hashlib.sha256(
         b"config.json" + (tiny_phase1 / "a/model/config.json").read_bytes()
         + b"model.safetensors" + (tiny_phase1 / "a/model/model.safetensors").read_bytes()).hexdigest()
@@ -386,7 +388,7 @@ def test_annotate_and_evaluate_with_the_swarm_checkpoint(tiny_phase1):
     swarm = result["swarm"]
     assert set(swarm) == {"subagents", "specialist", "groups", "deep_search", "deep_columns", "phase3_specialists",
                           "second_opinions", "critical_steps", "total_steps", "changes"}
-    assert swarm["second_opinions"] in ([], ["primary", "places", "media"])  # all kinds or none
+    assert swarm["second_opinions"] in ([], ["primary", "places", "media", "commerce"])  # all kinds or none
     for change in swarm["changes"]:  # what the sub-agents changed: the Phase 3 reading's label → the swarm's
         assert change["before"] != change["after"] and change["task"] in ("cta", "cpa")
         final = result["columns"][change["column"]][change["task"]][0]["label"]
@@ -396,7 +398,7 @@ def test_annotate_and_evaluate_with_the_swarm_checkpoint(tiny_phase1):
     assert swarm["critical_steps"] <= swarm["total_steps"] and len(result["columns"]) == 6
     text = run_module(tiny_phase1, "aegir.cli", "annotate", "t.csv", "--checkpoint", "s4/model").stdout
     assert "swarm: " in text and f"{swarm['critical_steps']} critical steps" in text
-    assert ("second opinions of the whole table from primary, places, media" if swarm["second_opinions"]
+    assert ("second opinions of the whole table from primary, places, media, commerce" if swarm["second_opinions"]
             else "no second opinion") in text
     proc = run_module(tiny_phase1, "aegir.cli", "evaluate", "--checkpoint", "s4/model", "--data", "data",
                       "--split", "test", "--split", "wide", "--out", "s4eval.json")
