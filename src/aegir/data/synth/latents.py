@@ -355,11 +355,12 @@ def catalogue_item(ctx: TableContext, row: Row) -> tuple[str, str, str] | None:
     def make() -> tuple[str, str, str]:
         full = ctx.rng.choice(vocab.CATALOGUES[name])
         maker = next((m for m in vocab.CATALOGUE_MAKERS if full.startswith(m + " ")), full.split(" ")[0])
-        if maker == "iPhone" or maker.startswith("Apple"):
+        if maker == "iPhone":  # a phone named by its line: Apple makes it, the whole name is its model
             maker = "Apple"
-        model = full[len(maker):].strip() if full.startswith(maker + " ") else full
+        listed = full.startswith(maker + " ")  # "Audi A4" names its maker; "iPhone 11", "Concorde" do not
+        model = full[len(maker):].strip() if listed else full
         model = model.lower() if case == "lower" else model.upper() if case == "upper" else model
-        return maker, model, f"{maker} {model}" if full.startswith(maker + " ") else model
+        return maker, model, f"{maker} {model}" if listed else model
     return row.get("catalogue_item", make)
 
 
