@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 from dataclasses import asdict
@@ -104,6 +105,10 @@ def test_coverage_by_domain_lists_each_domains_families_and_labels(tables):
     assert set(coverage) >= {"Event", "JobPosting", "Movie", "Organization", "Person", "Place", "Product",
                              "SportsEvent", "SportsTeam"}  # schema.org classes with a real table
     assert coverage["Product"]["cta"]["price"] > 0 and coverage["Movie"]["cta"]["MonetaryAmount"] > 0
+    assert coverage["Person"]["families"] == ["passengers", "people", "players", "sprinters"]
+    # the kinds the maintainers' outside tables failed on (issue 39) have real columns too
+    assert coverage["Person"]["cta"]["email"] >= 10 and coverage["Person"]["cta"]["telephone"] >= 10
+    assert coverage["Place"]["cta"]["URL"] >= 12 and coverage["Product"]["cta"]["price"] >= 8
 
 
 def test_family_of_names_the_longest_layout_and_refuses_an_unknown_one():
@@ -309,6 +314,37 @@ def test_companies_cars_and_passengers_are_grouped_as_pages_list_them(tables):
     assert "États-Unis" in french.columns[french.column_names.index("Pays")]
 
 
+def test_great_tables_samples_give_contact_lists_towns_stations_and_a_menu(tables):
+    """The four families read from great_tables' bundled samples (`peeps`, `towny`, `metro`,
+    `pizzaplace`): each group one page a site would publish, cells as the layout's locale writes them."""
+    from aegir.data.real.sources import metro_stations, municipalities, people, pizzas
+
+    contacts = people()
+    assert len(contacts) == 10 and all(len({r["country"] for r in g.records}) == 1 for g in contacts)
+    assert all([r["family_name"] for r in g.records] == sorted(r["family_name"] for r in g.records) for g in contacts)
+    towns, stations = municipalities(), metro_stations()
+    assert [len(g.records) for g in towns] == [25] * 12 and [len(g.records) for g in stations] == [25] * 12
+    names = [r["name"] for g in towns for r in g.records]
+    assert names == sorted(names)
+    menu = pizzas()
+    assert [g.key for g in menu] == ["chicken", "classic", "supreme", "veggie"]
+    assert all(len({r["type"] for r in g.records}) == 1 for g in menu)
+    assert len({(r["name"], r["size"]) for g in menu for r in g.records}) == sum(len(g.records) for g in menu)
+    assert any(r["name"] == "Classic dlx" for g in menu for r in g.records)  # "classic_dlx" as a menu writes it
+
+    by_id = {t.table_id: t for t in tables}
+    german = by_id["Person_people-de-be_real.json.gz"]
+    assert set(german.columns[german.column_names.index("Land")]) == {"Belgien"}
+    assert all(c.endswith("@example.com") for c in german.columns[german.column_names.index("E-Mail")])
+    assert german.cpa[german.column_names.index("Geburtsdatum")] == "birthDate"
+    french = next(t for i, t in by_id.items() if "_municipalities-fr-" in i)
+    assert all("\xa0" in c for c in french.columns[french.column_names.index("Population (2021)")] if len(c) > 3)
+    plain = next(t for i, t in by_id.items() if "_pizzas-plain-" in i)
+    assert all(re.fullmatch(r"\d+\.\d\d", c) for c in plain.columns[plain.column_names.index("Price")])
+    dollars = next(t for i, t in by_id.items() if "_pizzas-en-" in i)
+    assert all(c.startswith("$") for c in dollars.columns[dollars.column_names.index("Price")])
+
+
 def test_league_tables_are_computed_from_the_results_as_the_record_books_have_them():
     """Points, goals and order of a season come from its matches (vcd's `Bundesliga`): checked
     against champions every record book lists, two points for a win before 1995–96, three
@@ -409,6 +445,8 @@ def test_occupations_are_titled_as_pages_title_them(tables):
     (88, "percent", "en_GB", "88%"),
     (25879, "cad", "en_CA", "$25,879"),
     (25879, "cad", "fr_CA", "25\xa0879\xa0$"),
+    (12.75, "usd_cents", "en_US", "$12.75"),
+    (12.75, "usd_cents", "de_DE", "12,75\xa0$"),
 ])
 def test_the_new_formats_write_cells_as_pages_of_the_locale_do(value, fmt, locale, cell):
     assert format_cell(value, fmt, locale) == cell

@@ -5,7 +5,8 @@ These tables are real records — airports, cities, countries, US states, counti
 codes, public holidays and US observances, banks and the largest listed companies, NBA/WNBA
 teams and players, Titanic passengers and Olympic sprinters, car models and their prices and
 fuel economy, films and their box office, Bundesliga matchdays and league tables, occupations
-and their incomes — read from data that pip packages ship (`sources.FAMILIES` names each package; their versions are pinned in
+and their incomes, contact lists, Ontario's municipalities, Paris Métro stations and a pizzeria's
+menu — read from data that pip packages ship (`sources.FAMILIES` names each package; their versions are pinned in
 requirements.lock), so evaluating on them needs no network and gives the same tables on
 every machine. They are for evaluation only: `prepare` writes them as the `real` split, and
 no stage trains on them.

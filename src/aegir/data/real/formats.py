@@ -125,6 +125,7 @@ FORMATS: dict[str, Callable[[Any, str], str]] = {
     "true_false": lambda v, loc: "true" if v else "false",
     "yes_no_local": _yes_no_local,  # Yes / Ja / Oui
     "usd": _usd,  # whole US dollars: $394,436,586 / 394.436.586 $
+    "usd_cents": lambda v, loc: format_currency(v, "USD", locale=loc),  # $12.75 / 12,75 $
     "cad": _whole_amount("CAD"),  # whole Canadian dollars: $25,879 (en_CA) / 25 879 $ (fr_CA)
     "percent": lambda v, loc: f"{int(v)}%",
     "two_decimals": lambda v, loc: format_decimal(v, format="0.00", locale=loc),  # 94.71 / 94,71
