@@ -413,6 +413,32 @@ def test_a_malformed_running_time_names_the_shipped_file_and_its_line(tmp_path, 
     assert raised.value.path == str(films) and raised.value.line == 3
 
 
+@pytest.mark.parametrize("family, name, text, problem", [
+    ("people", "08-peeps.csv",
+     "name_given,name_family,address,city,state_prov,postcode,country,email_addr,phone_number,country_code,gender,dob\n"
+     "Ruth,Conte,4299 Bobcat Drive,Baileys Crossroads,MD,22041,USA,r@example.com,240-783-7630,1,female,1949-03-16\n"
+     "Peter,Möller,3705 Hidden Pond Road,Red Boiling Springs,TN,37150,USA,p@example.com,615-699-3517,1,male,"
+     "22 Nov 1939\n", "Invalid isoformat"),
+    ("pizzas", "05-pizzaplace.csv", "id,date,time,name,size,type,price\n"
+     "2015-000001,2015-01-01,11:38:36,hawaiian,M,classic,13.25\n"
+     "2015-000002,2015-01-01,11:57:40,classic_dlx,M,classic,sixteen\n", "could not convert"),
+    ("metro_stations", "10-metro.csv", "name,lines,passengers,latitude\nArgentine,1,2079212,48.87\n",
+     "no column 'longitude'"),
+])
+def test_a_malformed_great_tables_row_names_the_file_and_its_line(tmp_path, monkeypatch, family, name, text, problem):
+    """A bundled sample whose row cannot be read stops its family with a DataError naming the
+    file and the row's line, not a bare ValueError or KeyError."""
+    from aegir.data.real import sources
+    from aegir.errors import DataError
+
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    monkeypatch.setattr(sources, "shipped_file", lambda *parts: path)
+    with pytest.raises(DataError, match=problem) as raised:
+        sources.FAMILIES[family][1]()
+    assert raised.value.path == str(path) and raised.value.line == text.count("\n")
+
+
 def test_occupations_are_titled_as_pages_title_them(tables):
     """car's `Prestige` and `Duncan` row names become titles; incomes of the Canadian census
     are written in Canadian dollars as en_CA and fr_CA pages write them."""

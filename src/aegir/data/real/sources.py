@@ -605,10 +605,22 @@ def cannes() -> list[Group]:
     return pick_evenly(groups, 16)
 
 
-def great_tables_rows(name: str) -> list[dict[str, str]]:
-    """The rows of one of great_tables' bundled sample tables (`data/<name>.csv`, read as a file)."""
-    with shipped_file("great_tables", "data", f"{name}.csv").open(encoding="utf-8", newline="") as f:
-        return list(csv.DictReader(f))
+def great_tables_records(name: str, record: Callable[[dict[str, str]], Record]) -> list[Record]:
+    """`record` of each row of one of great_tables' bundled sample tables (`data/<name>.csv`, read
+    as a file); a row it cannot read (a missing column, a value that is not what it should be) is
+    a DataError naming the file and the row's line."""
+    path = shipped_file("great_tables", "data", f"{name}.csv")
+    with path.open(encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        records = []
+        for row in reader:
+            try:
+                records.append(record(row))
+            except KeyError as exc:
+                raise DataError(path, f"no column {exc}", line=reader.line_num) from None
+            except ValueError as exc:
+                raise DataError(path, str(exc), line=reader.line_num) from None
+    return records
 
 
 # ISO 3166 alpha-3 → alpha-2 of the ten countries great_tables' `peeps` lists
@@ -620,13 +632,16 @@ def people() -> list[Group]:
     """A contact list per country (great_tables' bundled `peeps`: 100 made-up people, ten in each
     of ten countries, with addresses, e-mail, telephone as the country writes them, birth date,
     gender): full name, contact details, birth date and gender, by family name."""
-    records = []
-    for r in great_tables_rows("08-peeps"):
-        records.append({"name": f"{r['name_given']} {r['name_family']}", "family_name": r["name_family"],
-                        "email": r["email_addr"], "phone": r["phone_number"], "address": r["address"],
-                        "city": r["city"], "region": r["state_prov"] or None, "postcode": r["postcode"] or None,
-                        "country": PEOPLE_COUNTRIES[r["country"]], "gender": r["gender"],
-                        "birth_date": dt.date.fromisoformat(r["dob"])})
+    def person(r: dict[str, str]) -> Record:
+        if r["country"] not in PEOPLE_COUNTRIES:
+            raise ValueError(f"country {r['country']!r} is none of the ten the family knows")
+        return {"name": f"{r['name_given']} {r['name_family']}", "family_name": r["name_family"],
+                "email": r["email_addr"], "phone": r["phone_number"], "address": r["address"],
+                "city": r["city"], "region": r["state_prov"] or None, "postcode": r["postcode"] or None,
+                "country": PEOPLE_COUNTRIES[r["country"]], "gender": r["gender"],
+                "birth_date": dt.date.fromisoformat(r["dob"])}
+
+    records = great_tables_records("08-peeps", person)
     by_country = _grouped(records, lambda r: r["country"])
     return [Group(country.lower(), tuple(sorted(rows, key=lambda r: (r["family_name"], r["name"]))))
             for country, rows in by_country.items() if len(rows) >= MIN_ROWS]
@@ -636,11 +651,10 @@ def municipalities() -> list[Group]:
     """Ontario's municipalities (great_tables' bundled `towny`, 414 of them): name, website, type,
     census division, coordinates, land area, 2021 population and density, alphabetical, 25 to a
     page; 12 pages spread over the 16."""
-    records = [{"name": r["name"], "website": r["website"] or None, "type": r["csd_type"],
-                "division": r["census_div"], "latitude": float(r["latitude"]), "longitude": float(r["longitude"]),
-                "area_km2": float(r["land_area_km2"]), "population": int(r["population_2021"]),
-                "density": float(r["density_2021"])}
-               for r in great_tables_rows("07-towny")]
+    records = great_tables_records("07-towny", lambda r: {
+        "name": r["name"], "website": r["website"] or None, "type": r["csd_type"], "division": r["census_div"],
+        "latitude": float(r["latitude"]), "longitude": float(r["longitude"]), "area_km2": float(r["land_area_km2"]),
+        "population": int(r["population_2021"]), "density": float(r["density_2021"])})
     records.sort(key=lambda r: r["name"])
     return pick_evenly([Group(str(i + 1), page) for i, page in enumerate(pages(records))], 12)
 
@@ -649,9 +663,9 @@ def metro_stations() -> list[Group]:
     """The stations of the Paris Métro (great_tables' bundled `metro`, 314 stations): name, lines,
     yearly passengers, coordinates and the arrondissements or towns they lie in, alphabetical,
     25 to a page; 12 pages."""
-    records = [{"name": r["name"], "lines": r["lines"], "passengers": int(r["passengers"]) if r["passengers"] else None,
-                "latitude": float(r["latitude"]), "longitude": float(r["longitude"]), "location": r["location"]}
-               for r in great_tables_rows("10-metro")]
+    records = great_tables_records("10-metro", lambda r: {
+        "name": r["name"], "lines": r["lines"], "passengers": int(r["passengers"]) if r["passengers"] else None,
+        "latitude": float(r["latitude"]), "longitude": float(r["longitude"]), "location": r["location"]})
     records.sort(key=lambda r: r["name"])
     return pick_evenly([Group(str(i + 1), page) for i, page in enumerate(pages(records))], 12)
 
@@ -663,10 +677,14 @@ def pizzas() -> list[Group]:
     """A pizzeria's menu, one page per kind of pizza (great_tables' bundled `pizzaplace`: a year of
     sales, 49,574 pizzas; each pizza, size and price once): name as the till writes it
     ("classic_dlx" → "Classic dlx"), size, kind and price, by name then size."""
-    items = {}
-    for r in great_tables_rows("05-pizzaplace"):
-        items[(r["name"], r["size"])] = {"name": r["name"].replace("_", " ").capitalize(), "size": r["size"],
-                                         "type": r["type"].capitalize(), "price": float(r["price"])}
+    def item(r: dict[str, str]) -> Record:
+        if r["size"] not in PIZZA_SIZES:
+            raise ValueError(f"size {r['size']!r} is none of {', '.join(PIZZA_SIZES)}")
+        return {"name": r["name"].replace("_", " ").capitalize(), "size": r["size"], "type": r["type"].capitalize(),
+                "price": float(r["price"])}
+
+    # each pizza and size once (the file lists every sale; a size's price is the same all year)
+    items = {(r["name"], r["size"]): r for r in great_tables_records("05-pizzaplace", item)}
     by_type = _grouped(items.values(), lambda r: r["type"])
     return [Group(slug(kind).lower(), tuple(sorted(rows, key=lambda r: (r["name"], PIZZA_SIZES.index(r["size"])))))
             for kind, rows in by_type.items() if len(rows) >= MIN_ROWS]
