@@ -83,6 +83,11 @@ def pages(records: Sequence[Record], size: int = 25) -> list[tuple[Record, ...]]
     return [tuple(records[i * size:(i + 1) * size]) for i in range(len(records) // size)]
 
 
+def page_groups(records: Sequence[Record], cap: int) -> list[Group]:
+    """`records` as full pages of 25 (`pages`) keyed 1, 2, …, at most `cap` spread evenly over them."""
+    return pick_evenly([Group(str(i + 1), page) for i, page in enumerate(pages(records))], cap)
+
+
 def chunked_groups(prefix: str, records: Sequence[Record], locale: str | None = None) -> list[Group]:
     """`chunk_rows` as Groups keyed `prefix`, or `prefix-1`, `prefix-2`, … when split."""
     chunks = chunk_rows(records)
@@ -450,7 +455,7 @@ def passengers() -> list[Group]:
     with bokeh_file("titanic_all.csv").open(encoding="utf-8", newline="") as f:
         rows = [{"name": r["name"], "class": r["class"], "age": float(r["age"]) if r["age"] else None,
                  "sex": r["sex"], "survived": r["survived"] == "1"} for r in csv.DictReader(f)]
-    return pick_evenly([Group(str(i + 1), page) for i, page in enumerate(pages(rows))], 16)
+    return page_groups(rows, 16)
 
 
 def sprinters() -> list[Group]:
@@ -578,33 +583,6 @@ def country_in_english(code: str) -> str:
     return FORMER_COUNTRIES.get(code) or Locale.parse("en").territories.get(code, code)
 
 
-def cannes() -> list[Group]:
-    """The films of one year's Cannes competition (great_tables' bundled `films`, 1,851 films of
-    1946–2024, read as a file): title, original title, director, languages, countries of
-    origin, running time and IMDb page, in the data's order; 16 years spread over the 79."""
-    path = shipped_file("great_tables", "data", "09-films.csv")
-    rows = []
-    with path.open(encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        for r in reader:
-            try:
-                r["length"] = running_minutes(r["run_time"]) if r["run_time"] else None
-            except ValueError as exc:  # the file's line where the record ends
-                raise DataError(path, f"run_time: {exc}", line=reader.line_num) from None
-            rows.append(r)
-    by_year = _grouped(({
-        "title": r["title"], "original_title": r["original_title"] or None, "director": r["director"] or None,
-        "languages": tuple(r["languages"].split(",")) if r["languages"] else None,
-        "country": country_in_english(r["countries_of_origin"].split(",")[0]) if r["countries_of_origin"] else None,
-        "run_time": r["run_time"] or None,
-        "length": r["length"], "year": int(r["year"]),
-        "imdb": r["imdb_url"] or None} for r in rows), lambda r: str(r["year"]))
-    groups: list[Group] = []
-    for year, films_ in by_year.items():
-        groups += chunked_groups(year, films_)
-    return pick_evenly(groups, 16)
-
-
 def great_tables_records(name: str, record: Callable[[dict[str, str]], Record]) -> list[Record]:
     """`record` of each row of one of great_tables' bundled sample tables (`data/<name>.csv`, read
     as a file); a row it cannot read (a missing column, a value that is not what it should be) is
@@ -621,6 +599,29 @@ def great_tables_records(name: str, record: Callable[[dict[str, str]], Record]) 
             except ValueError as exc:
                 raise DataError(path, str(exc), line=reader.line_num) from None
     return records
+
+
+def cannes() -> list[Group]:
+    """The films of one year's Cannes competition (great_tables' bundled `films`, 1,851 films of
+    1946–2024, read as a file): title, original title, director, languages, countries of
+    origin, running time and IMDb page, in the data's order; 16 years spread over the 79."""
+    def film(r: dict[str, str]) -> Record:
+        try:
+            length = running_minutes(r["run_time"]) if r["run_time"] else None
+        except ValueError as exc:
+            raise ValueError(f"run_time: {exc}") from None
+        return {"title": r["title"], "original_title": r["original_title"] or None, "director": r["director"] or None,
+                "languages": tuple(r["languages"].split(",")) if r["languages"] else None,
+                "country": (country_in_english(r["countries_of_origin"].split(",")[0])
+                            if r["countries_of_origin"] else None),
+                "run_time": r["run_time"] or None, "length": length, "year": int(r["year"]),
+                "imdb": r["imdb_url"] or None}
+
+    by_year = _grouped(great_tables_records("09-films", film), lambda r: str(r["year"]))
+    groups: list[Group] = []
+    for year, films_ in by_year.items():
+        groups += chunked_groups(year, films_)
+    return pick_evenly(groups, 16)
 
 
 # ISO 3166 alpha-3 → alpha-2 of the ten countries great_tables' `peeps` lists
@@ -656,7 +657,7 @@ def municipalities() -> list[Group]:
         "latitude": float(r["latitude"]), "longitude": float(r["longitude"]), "area_km2": float(r["land_area_km2"]),
         "population": int(r["population_2021"]), "density": float(r["density_2021"])})
     records.sort(key=lambda r: r["name"])
-    return pick_evenly([Group(str(i + 1), page) for i, page in enumerate(pages(records))], 12)
+    return page_groups(records, 12)
 
 
 def metro_stations() -> list[Group]:
@@ -667,7 +668,7 @@ def metro_stations() -> list[Group]:
         "name": r["name"], "lines": r["lines"], "passengers": int(r["passengers"]) if r["passengers"] else None,
         "latitude": float(r["latitude"]), "longitude": float(r["longitude"]), "location": r["location"]})
     records.sort(key=lambda r: r["name"])
-    return pick_evenly([Group(str(i + 1), page) for i, page in enumerate(pages(records))], 12)
+    return page_groups(records, 12)
 
 
 PIZZA_SIZES = ("S", "M", "L", "XL", "XXL")
