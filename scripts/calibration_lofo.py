@@ -16,7 +16,9 @@ accuracy are computed on those out-of-family confidences. Per checkpoint and tas
                to make `real` worse)
     T lofo     a temperature fitted (NLL) on the other families
     platt lofo a logistic map of the top-1 confidence's log-odds, a·logit(c) + b, fitted on them
-               (the calibrate stage's map, `aegir.eval.calibration.out_of_family`)
+               (the calibrate stage's map until the beta map replaced it)
+    beta lofo  a beta map, σ(a·ln c − d·ln(1 − c) + b), fitted on them (the calibrate stage's
+               map, `aegir.eval.calibration.out_of_family`)
     hist lofo  equal-mass histogram binning (10 bins) of the top-1 confidence, fitted on them
 
 Each checkpoint's distributions come from what its stage stored (`aegir.calibration.StoredTargets`),
@@ -36,6 +38,7 @@ from aegir.eval.calibration import (
     Scored,
     coverage_curve,
     expected_calibration_error,
+    fit_logistic,
     fit_temperature,
     for_accuracy,
     out_of_family,
@@ -68,7 +71,8 @@ def held_out(scored: Scored, groups: np.ndarray) -> dict[str, np.ndarray]:
         t = fit_temperature(scored.probs[fit], scored.gold[fit])
         out["T lofo"][held] = Scored(scored.probs[held], scored.chosen[held], scored.gold[held]).confidences(t)
         out["hist lofo"][held] = histogram(own[held], *fit_histogram(own[fit], correct[fit]))
-    out["platt lofo"] = out_of_family(own, correct, groups)  # the calibrate stage's map, as it measures it
+    out["platt lofo"] = out_of_family(own, correct, groups, fit=fit_logistic)
+    out["beta lofo"] = out_of_family(own, correct, groups)  # the calibrate stage's map, as it measures it
     return out
 
 

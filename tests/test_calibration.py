@@ -30,6 +30,7 @@ from aegir.eval.calibration import (
     coverage_curve,
     expected_calibration_error,
     fit_logistic,
+    fit_map,
     fit_temperature,
     for_accuracy,
     map_prediction,
@@ -155,6 +156,39 @@ def test_the_logistic_fit_converges_where_a_full_newton_step_overshoots():
     assert abs(a - 0.47) < 0.1 and abs(b + 0.14) < 0.3
 
 
+def test_the_beta_fit_recovers_a_known_map_and_keeps_the_order():
+    """σ(a·ln c − d·ln(1 − c) + b) with a ≠ d (accuracy steep at low confidence, flat near the top,
+    as a label-smoothed model's): the beta fit finds it and calibrates better than the logistic
+    map, which has one slope for both ends."""
+    rng = np.random.default_rng(0)
+    confidences = rng.uniform(0.02, 0.98, 40000)
+    truth = apply_map(confidences, 2.0, 1.0, 0.4)  # a = 2, b = 1, d = 0.4
+    right = rng.uniform(size=confidences.size) < truth
+    a, b, d = fit_map(confidences, right)
+    assert abs(a - 2.0) < 0.15 and abs(b - 1.0) < 0.15 and abs(d - 0.4) < 0.1
+    assert (a, b, d) == fit_map(confidences, right)  # deterministic
+    beta = expected_calibration_error(apply_map(confidences, a, b, d), right)
+    assert beta < expected_calibration_error(apply_map(confidences, *fit_logistic(confidences, right)), right) / 2
+    mapped = apply_map(confidences, a, b, d)
+    assert np.array_equal(np.argsort(mapped, kind="stable"), np.argsort(confidences, kind="stable"))  # monotone
+    # the logistic map is the beta map with d = a
+    assert apply_map(confidences, 1.7, -0.3) == pytest.approx(apply_map(confidences, 1.7, -0.3, 1.7))
+    assert fit_map(np.zeros(0), np.zeros(0, dtype=bool)) == (1.0, 0.0, 1.0)  # no targets: the identity
+    assert apply_map(np.array([0.3, 0.8]), 1.0, 0.0, 1.0) == pytest.approx([0.3, 0.8])
+    # outcomes drawn from a logistic map: the beta fit finds d ≈ a
+    logistic = rng.uniform(size=confidences.size) < apply_map(confidences, 1.5, 0.2)
+    a, b, d = fit_map(confidences, logistic)
+    assert abs(a - 1.5) < 0.15 and abs(d - 1.5) < 0.15 and abs(b - 0.2) < 0.2
+    # confidences that run against being right: both slopes held at their floor, b fits the accuracy
+    reversed_right = rng.uniform(size=confidences.size) < 1.0 - confidences
+    a, b, d = fit_map(confidences, reversed_right)
+    assert a == d == 0.05 and apply_map(confidences, a, b, d).mean() == pytest.approx(reversed_right.mean(), abs=0.01)
+    # right mostly at low confidence and at the top: one slope is held (the map stays increasing)
+    u_shaped = rng.uniform(size=confidences.size) < np.where(confidences < 0.5, 0.9 - confidences, confidences)
+    a, b, d = fit_map(confidences, u_shaped)
+    assert min(a, d) >= 0.05 and np.all(np.diff(apply_map(np.linspace(0.01, 0.99, 99), a, b, d)) > 0)
+
+
 def test_out_of_family_never_maps_a_family_by_its_own_targets():
     """A family's out-of-family confidences do not move when its own targets' outcomes change
     (what makes the stage's out-of-family ECE an out-of-sample figure); another family's do."""
@@ -171,7 +205,10 @@ def test_out_of_family_never_maps_a_family_by_its_own_targets():
     assert not np.array_equal(before[groups == "b"], after[groups == "b"])
     # each family's is the map fitted on the others
     held = groups == "c"
-    assert before[held] == pytest.approx(apply_map(confidences[held], *fit_logistic(confidences[~held], right[~held])))
+    assert before[held] == pytest.approx(apply_map(confidences[held], *fit_map(confidences[~held], right[~held])))
+    # the logistic map, as scripts/calibration_lofo.py compares it
+    logistic = out_of_family(confidences, right, groups, fit=fit_logistic)
+    assert logistic[held] == pytest.approx(apply_map(confidences[held], *fit_logistic(confidences[~held], right[~held])))
     assert out_of_family(confidences, right, np.full(n, "a")) is None  # one family: nothing to fit out of it
 
 
@@ -192,13 +229,25 @@ def test_a_mapped_prediction_keeps_its_labels_in_order_and_the_others_ratios():
     cut = map_prediction(TablePrediction("t", ids[:, :1], probs[:, :1], ids[:, :1], probs[:, :1]),
                          {"cta": (2.0, 0.0), "cpa": (1.0, 1.0)})
     assert cut.cta_probs[:, 0] == pytest.approx(first)
+    # a beta map (a, b, d)
+    beta = map_prediction(prediction, {"cta": (2.0, 0.0, 0.5), "cpa": (1.0, 0.0, 1.0)})
+    assert beta.cta_probs[:, 0] == pytest.approx(apply_map(np.array([0.3, 0.7]), 2.0, 0.0, 0.5))
+    assert beta.cpa_probs == pytest.approx(probs)  # (1, 0, 1) is the identity
 
 
 def test_maps_are_found_by_fingerprint():
     calibration = {"checkpoints": {"models/x": {"fingerprint": "abc", "map": {"cta": {"a": 1.5, "b": -0.2},
                                                                              "cpa": {"a": 0.8, "b": 0.1}}}}}
-    assert maps_for(calibration, "abc") == {"cta": (1.5, -0.2), "cpa": (0.8, 0.1)}
+    # a map without d is a logistic one (d = a), as the stage wrote them before the beta map
+    assert maps_for(calibration, "abc") == {"cta": (1.5, -0.2, 1.5), "cpa": (0.8, 0.1, 0.8)}
+    calibration["checkpoints"]["models/x"]["map"]["cpa"]["d"] = 0.3
+    assert maps_for(calibration, "abc")["cpa"] == (0.8, 0.1, 0.3)
     assert maps_for(calibration, "other") is None
+    for bad in (-1, 0, float("nan"), "1", None):
+        calibration["checkpoints"]["models/x"]["map"]["cpa"]["d"] = bad
+        with pytest.raises(Exception, match="bad calibration map"):
+            maps_for(calibration, "abc")
+    calibration["checkpoints"]["models/x"]["map"]["cpa"]["d"] = 0.3
     for bad in (-1, 0, float("nan"), "1", True):
         calibration["checkpoints"]["models/x"]["map"]["cta"]["a"] = bad
         with pytest.raises(Exception, match="bad calibration map"):
@@ -355,7 +404,8 @@ def test_annotate_applies_the_map_fitted_for_its_checkpoint(tiny, tmp_path):
         "real": {"cta": {"out_of_family": {"ece": 0.031}}, "cpa": {"out_of_family": {"ece": 0.052}}}}}}))
     raw = json.loads(invoke("annotate", table, "-c", ckpt, "--json", "-k", "3", "--no-calibration").stdout)
     mapped = json.loads(invoke("annotate", table, "-c", ckpt, "--json", "-k", "3", "--calibration", calibration).stdout)
-    assert "calibration" not in raw and mapped["calibration"] == {"cta": {"a": 1.0, "b": 2.0}, "cpa": {"a": 1.0, "b": -2.0}}
+    assert "calibration" not in raw and mapped["calibration"] == {"cta": {"a": 1.0, "b": 2.0, "d": 1.0},
+                                                              "cpa": {"a": 1.0, "b": -2.0, "d": 1.0}}
     for before, after in zip(raw["columns"], mapped["columns"]):
         assert [a["label"] for a in after["cta"]] == [a["label"] for a in before["cta"]]  # labels unchanged
         assert after["cta"][0]["confidence"] == pytest.approx(
@@ -398,7 +448,7 @@ def test_annotate_calibrates_by_default_with_the_pipelines_file(tiny, tmp_path, 
     (tmp_path / "results/calibrate/calibration.json").write_text(json.dumps({"real_split": "real", "checkpoints": {
         "m": {"fingerprint": checkpoint_fingerprint(ckpt), "map": {t: {"a": 2.0, "b": 0.5} for t in ("cta", "cpa")}}}}))
     mapped = json.loads(invoke("annotate", table, "-c", ckpt, "--json").stdout)
-    assert mapped["calibration"]["cta"] == {"a": 2.0, "b": 0.5} and mapped["columns"] != raw["columns"]
+    assert mapped["calibration"]["cta"] == {"a": 2.0, "b": 0.5, "d": 2.0} and mapped["columns"] != raw["columns"]
     assert json.loads(invoke("annotate", table, "-c", ckpt, "--json", "--no-calibration").stdout) == raw
     assert "no out-of-family figure" in invoke("annotate", table, "-c", ckpt).stdout
 

@@ -325,7 +325,8 @@ def calibration_json(path: Path) -> Path:
     for path_, name, reached in (("models/phase1/primary", "Phase 1 primary", True), ("models/phase4", "Phase 4", False)):
         cta, cta_real = task(0.788, 0.0801, 0.0262, reached)
         cpa, cpa_real = task(0.7, 0.114, 0.051, False, held=False)
-        checkpoints[path_] = {"name": name, "map": {"cta": {"a": 1.2345, "b": 0.25}, "cpa": {"a": 2.0, "b": -0.5}},
+        checkpoints[path_] = {"name": name, "map": {"cta": {"a": 1.2345, "b": 0.25, "d": 0.75},
+                                                      "cpa": {"a": 2.0, "b": -0.5}},  # no d: a logistic map
                               "splits": {"real": {"cta": cta, "cpa": cpa}, "valid": {"cta": cta, "cpa": cpa}},
                               "real": {"cta": cta_real, "cpa": cpa_real}}
     path.write_text(json.dumps({"real_split": "real", "fit_split": "real", "target_accuracy": 0.95, "bins": 15,
@@ -339,11 +340,11 @@ def test_the_calibration_section_gives_each_models_ece_and_the_confidence_for_95
     assert proc.returncode == 0, proc.stderr
     markdown = (inputs["out"] / "report.md").read_text()
     assert "## Calibration on `real`" in markdown and "](../calibrate/figures/reliability.png)" in markdown
-    assert "| Phase 1 primary | CTA | 78.8 | 8.0 | 2.6 | 1.23, 0.25 | P=0.90 keeps 41.2 % at 95.3 % |" in markdown
-    assert "| Phase 4 | CTA | 78.8 | 8.0 | 2.6 | 1.23, 0.25 | not reached (best: P=0.95 keeps 30.0 % at 91.0 %) |" \
+    assert "| Phase 1 primary | CTA | 78.8 | 8.0 | 2.6 | 1.23, 0.25, 0.75 | P=0.90 keeps 41.2 % at 95.3 % |" in markdown
+    assert "| Phase 4 | CTA | 78.8 | 8.0 | 2.6 | 1.23, 0.25, 0.75 | not reached (best: P=0.95 keeps 30.0 % at 91.0 %) |" \
         in markdown
     # no out-of-family figure (one family): a dash, and the model's own curve
-    assert "| Phase 4 | CPA | 70.0 | 11.4 | – | 2, -0.5 | not reached (best: P=0.99 keeps 10.0 % at 88.0 %) |" \
+    assert "| Phase 4 | CPA | 70.0 | 11.4 | – | 2, -0.5, 2 | not reached (best: P=0.99 keeps 10.0 % at 88.0 %) |" \
         in markdown
     assert markdown.index("## Calibration") < markdown.index("## Figures")
     # without it, no section; a calibration.json of another shape names the file and the stage

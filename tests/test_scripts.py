@@ -203,7 +203,7 @@ def test_calibration_lofo_never_maps_a_family_by_its_own_targets():
     flipped = gold.copy()
     flipped[groups == "a"] = chosen[groups == "a"]  # family a: every target now right
     after = script.held_out(Scored(probs, chosen, flipped), groups)
-    assert set(before) == {"T lofo", "platt lofo", "hist lofo"}
+    assert set(before) == {"T lofo", "platt lofo", "beta lofo", "hist lofo"}
     for name in before:
         assert np.array_equal(before[name][groups == "a"], after[name][groups == "a"]), name
         assert not np.array_equal(before[name][groups == "b"], after[name][groups == "b"]), name

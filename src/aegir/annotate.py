@@ -8,7 +8,7 @@ failures, and the one-row-per-column output file.
 * **Checkpoint** (`default_checkpoint`): unless `--checkpoint` names one, the checkpoint the
   pipeline's report found best on `real` (`results/report/best.json`, written by the report
   stage), else `models/phase1/primary`, saying so.
-* **Calibration** (`checkpoint_calibration`): the logistic maps the `calibrate` stage fitted on the
+* **Calibration** (`checkpoint_calibration`): the beta maps the `calibrate` stage fitted on the
   real split for the checkpoint (`results/calibrate/calibration.json`, found by the checkpoint's
   fingerprint) are applied to every confidence (`aegir.eval.calibration.map_prediction`) unless
   `--no-calibration`; the labels do not change. Without an entry for the checkpoint the
@@ -103,7 +103,7 @@ def default_checkpoint(best_file: Path = BEST_CHECKPOINT_FILE,
 
 
 def checkpoint_calibration(fingerprint: str, calibration: Path | None = None) -> tuple[dict | None, str]:
-    """(the logistic maps {cta: (a, b), cpa: (a, b)} fitted for the checkpoint of `fingerprint`, or
+    """(the beta maps {cta: (a, b, d), cpa: (a, b, d)} fitted for the checkpoint of `fingerprint`, or
     None; a sentence saying which, with the maps' out-of-family ECE on the real split).
     `calibration`: the calibrate stage's file; None: `CALIBRATION_FILE` when it is there. A file
     named but missing or malformed is a `DataError`."""

@@ -91,10 +91,11 @@ def annotate(paths: tuple[str, ...], checkpoint: Path | None, out: Path | None, 
     columns), whether deep search ran, and the critical and total steps.
 
     Confidences are calibrated: the pipeline's calibrate stage fits, per checkpoint and task, a
-    logistic map of the confidence's log-odds on the real split's tables, and every confidence is
-    mapped by it (the labels unchanged; --no-calibration gives the model's own). On real-table
-    families held out of the fit the mapped confidences are off by a few points of expected
-    calibration error (the first lines of the output say how many; docs/annotate.md). With
+    beta map of the confidence c, σ(a·ln c − d·ln(1 − c) + b), on the real split's tables, and
+    every confidence is mapped by it (the labels unchanged; --no-calibration gives the model's
+    own). On real-table families held out of the fit the mapped confidences are off by a few
+    points of expected calibration error (the first lines of the output say how many;
+    docs/annotate.md). With
     --min-confidence P a label whose confidence is below P is given as `unknown` (text: `unknown
     (telephone 0.41 < 0.5)`; JSON: its "withheld" label; --out: the cta_label/cpa_label
     `unknown`): pick P from the coverage curve in calibration.json (share of real-table columns

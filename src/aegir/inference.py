@@ -143,9 +143,9 @@ class CheckpointAnnotator:
         from aegir.swarm.model import is_swarm_checkpoint, load_swarm
 
         self.checkpoint = checkpoint
-        # {cta: (a, b), cpa: (a, b)}: the logistic maps applied to every confidence (the `calibrate`
+        # {cta: (a, b, d), cpa: (a, b, d)}: the beta maps applied to every confidence (the `calibrate`
         # stage's, `aegir.eval.calibration.map_prediction`); None: the model's own
-        self.calibration: dict[str, tuple[float, float]] | None = None
+        self.calibration: dict[str, tuple[float, float, float]] | None = None
         self.swarm = None
         self.annotator: Annotator | None = None
         if is_swarm_checkpoint(checkpoint):
@@ -211,7 +211,7 @@ class CheckpointAnnotator:
         result = {"table": str(path), "checkpoint": str(self.checkpoint), "fingerprint": self.fingerprint,
                   "rows": table.num_rows, "columns": columns}
         if self.calibration is not None:
-            result["calibration"] = {task: {"a": a, "b": b} for task, (a, b) in self.calibration.items()}
+            result["calibration"] = {task: {"a": a, "b": b, "d": d} for task, (a, b, d) in self.calibration.items()}
         annotator = self.annotator
         if annotator is not None:
             groups = read_groups(table.num_columns, annotator.read_columns)

@@ -17,16 +17,21 @@ decoding chose (`aegir.eval.joint`; the argmax where a checkpoint does not decod
   it was shown to make the confidences on real tables worse (docs/experiments.md, "A temperature
   from a synthetic split does not calibrate real"); `scripts/calibration_lofo.py` still fits it
   beside the logistic map, for comparison.
-* **Logistic map** (`fit_logistic`, `apply_map`; Platt scaling of the top-1 confidence): a
-  confidence c becomes σ(a · logit(c) + b), the two numbers per task fitted by maximum likelihood
-  on whether each target's chosen label is right (Newton's method, a tiny ridge). It moves low
-  and high confidences apart or together and shifts them all, which one temperature cannot (it
-  scales both ends at once); it is monotone for a > 0, so a column's label and the order of the
-  columns by confidence do not change. The `calibrate` stage fits it on the real split, the only
-  real tables the pipeline has, and measures it **out of family** (`out_of_family`): each real
-  family's targets get the map fitted on the other families', so the figure says what a table of
-  a kind the map never saw can expect. `map_prediction` applies it to a prediction: the chosen
-  label's probability is mapped, the other labels keep their ratios to each other.
+* **Beta map** (`fit_map`, `apply_map`; beta calibration of the top-1 confidence, Kull, Silva
+  Filho and Flach, 2017): a confidence c becomes σ(a · ln c − d · ln(1 − c) + b), the three
+  numbers per task fitted by maximum likelihood on whether each target's chosen label is right
+  (Newton's method with halved steps, a tiny ridge). With d = a it is the **logistic map** (Platt
+  scaling, a · logit(c) + b; `fit_logistic`), which the `calibrate` stage fitted before: one
+  slope for both ends moves low and high confidences apart or together and shifts them all, while
+  the beta map bends the two ends apart, which the confidences of label-smoothed models need
+  (their accuracy climbs steeply at low confidence and flattens near the top: docs/experiments.md,
+  "A beta map instead of the logistic one"). It is monotone for a, d > 0 (both are kept ≥
+  `A_MIN`), so a column's label and the order of the columns by confidence do not change. The
+  `calibrate` stage fits it on the real split, the only real tables the pipeline has, and
+  measures it **out of family** (`out_of_family`): each real family's targets get the map fitted
+  on the other families', so the figure says what a table of a kind the map never saw can
+  expect. `map_prediction` applies it to a prediction: the chosen label's probability is mapped,
+  the other labels keep their ratios to each other.
 * **Coverage** (`coverage_curve`): for each minimum confidence P in `THRESHOLDS` (0, 0.05, …,
   0.95, 0.97, 0.99), the share of columns whose confidence is ≥ P (kept; the others `aegir annotate
   --min-confidence P` writes as `unknown`) and the accuracy on those; `for_accuracy` finds the
@@ -42,7 +47,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,7 +65,7 @@ TARGET_ACCURACY = 0.95
 T_MIN, T_MAX = 0.05, 20.0
 FLOOR = 1e-30  # a probability of 0 is taken as this before its log (as aegir.eval.joint does)
 CLIP = 1e-6  # confidences are kept inside [CLIP, 1 − CLIP] before their log-odds
-A_MIN = 0.05  # the least slope of a logistic map (`fit_logistic`): it keeps the order of confidences
+A_MIN = 0.05  # the least slope of a map on either end (`fit_map`, `fit_logistic`): it keeps the order of confidences
 DIGITS = 6  # figures in the calibration file are rounded to this many decimals
 
 
@@ -143,65 +148,105 @@ def logit(confidences: np.ndarray) -> np.ndarray:
 
 
 def fit_logistic(confidences: np.ndarray, correct: np.ndarray, iterations: int = 100) -> tuple[float, float]:
-    """(a, b) of P(right) = σ(a · logit(c) + b): maximum likelihood by Newton's method with a tiny
-    ridge (so targets all right or all wrong still give finite numbers), rounded to `DIGITS`;
-    (1, 0), the identity, for no targets. The slope is kept ≥ `A_MIN` (b then refitted alone):
-    confidences that say nothing about being right (an untrained model's) would otherwise get a
-    slope ≤ 0, a map that flattens or reverses their order, and `--min-confidence` would keep
-    the least sure labels."""
+    """(a, b) of the logistic map P(right) = σ(a · logit(c) + b) (the beta map with d = a):
+    maximum likelihood by Newton's method with a tiny ridge (so targets all right or all wrong
+    still give finite numbers), rounded to `DIGITS`; (1, 0), the identity, for no targets. The
+    slope is kept ≥ `A_MIN` (b then refitted alone): confidences that say nothing about being
+    right (an untrained model's) would otherwise get a slope ≤ 0, a map that flattens or reverses
+    their order, and `--min-confidence` would keep the least sure labels."""
     x, y = logit(confidences), np.asarray(correct, dtype=np.float64)
     if len(x) == 0:
         return 1.0, 0.0
-    a, b = _newton(x, y, 1.0, 0.0, iterations, slope=True)
+    a, b = _newton(np.stack([x, np.ones_like(x)], axis=1), y, np.array([1.0, 0.0]), iterations)
     if a < A_MIN:
-        a, b = _newton(x, y, A_MIN, b, iterations, slope=False)
+        a, b = _newton(np.stack([x, np.ones_like(x)], axis=1), y, np.array([A_MIN, b]), iterations,
+                       free=np.array([False, True]))
     return round(a, DIGITS), round(b, DIGITS)
 
 
-def _logistic_nll(x: np.ndarray, y: np.ndarray, a: float, b: float, ridge: float) -> float:
-    z = a * x + b
-    return float(np.sum(np.logaddexp(0.0, z) - y * z)) + 0.5 * ridge * (a * a + b * b)
+def beta_features(confidences: np.ndarray) -> np.ndarray:
+    """(N, 3) the beta map's features of `confidences` (clipped as `logit` clips them): ln c,
+    −ln(1 − c), 1; a map (a, b, d) weighs them by (a, d, b)."""
+    c = np.clip(np.asarray(confidences, dtype=np.float64), CLIP, 1.0 - CLIP)
+    return np.stack([np.log(c), -np.log1p(-c), np.ones_like(c)], axis=1)
 
 
-def _newton(x: np.ndarray, y: np.ndarray, a: float, b: float, iterations: int, slope: bool) -> tuple[float, float]:
-    """Newton's method on the logistic likelihood of (a, b), or of b alone (`slope` False), each
-    step halved until the likelihood improves (a full Newton step can overshoot and diverge)."""
+def fit_map(confidences: np.ndarray, correct: np.ndarray, iterations: int = 100) -> tuple[float, float, float]:
+    """(a, b, d) of the beta map P(right) = σ(a · ln c − d · ln(1 − c) + b): maximum likelihood by
+    Newton's method with a tiny ridge, rounded to `DIGITS`; (1, 0, 1), the identity, for no
+    targets. a and d are each kept ≥ `A_MIN` (a coefficient below it is held there and the others
+    refitted), so the map is increasing: it never reverses the order of confidences (see
+    `fit_logistic`), and confidences that say nothing about being right get a nearly flat map
+    at their accuracy."""
+    y = np.asarray(correct, dtype=np.float64)
+    if len(y) == 0:
+        return 1.0, 0.0, 1.0
+    features = beta_features(confidences)
+    w = np.array([1.0, 1.0, 0.0])  # (a, d, b), from the identity
+    free = np.array([True, True, True])
+    for _ in range(3):  # each pass may hold one more slope at A_MIN
+        w = _newton(features, y, w, iterations, free)
+        low = free[:2] & (w[:2] < A_MIN)
+        if not low.any():
+            break
+        free[:2] &= ~low
+        w[:2] = np.where(low, A_MIN, w[:2])
+    a, d, b = (float(v) for v in w)
+    return round(a, DIGITS), round(b, DIGITS), round(d, DIGITS)
+
+
+def _logistic_nll(x: np.ndarray, y: np.ndarray, w: np.ndarray, ridge: float) -> float:
+    z = x @ w
+    return float(np.sum(np.logaddexp(0.0, z) - y * z)) + 0.5 * ridge * float(w @ w)
+
+
+def _newton(x: np.ndarray, y: np.ndarray, w: np.ndarray, iterations: int, free: np.ndarray | None = None) -> np.ndarray:
+    """Newton's method on the logistic likelihood of P(y) = σ(x · w) over the `free` entries of w
+    (all by default; the others held), each step halved until the likelihood improves (a full
+    Newton step can overshoot and diverge)."""
     ridge = 1e-6
-    loss = _logistic_nll(x, y, a, b, ridge)
+    w = np.asarray(w, dtype=np.float64).copy()
+    free = np.ones(len(w), dtype=bool) if free is None else np.asarray(free, dtype=bool)
+    if not free.any():
+        return w
+    loss = _logistic_nll(x, y, w, ridge)
+    xf = x[:, free]
     for _ in range(iterations):
-        p = 0.5 * (1.0 + np.tanh(0.5 * (a * x + b)))  # σ without overflow
-        w = p * (1.0 - p)
-        if slope:
-            grad = np.array([np.sum((p - y) * x) + ridge * a, np.sum(p - y) + ridge * b])
-            hess = np.array([[np.sum(w * x * x) + ridge, np.sum(w * x)], [np.sum(w * x), np.sum(w) + ridge]])
-            step = np.linalg.solve(hess, grad)
-        else:
-            step = np.array([0.0, (np.sum(p - y) + ridge * b) / (np.sum(w) + ridge)])
+        p = 0.5 * (1.0 + np.tanh(0.5 * (x @ w)))  # σ without overflow
+        grad = xf.T @ (p - y) + ridge * w[free]
+        hess = xf.T @ (xf * (p * (1.0 - p))[:, None]) + ridge * np.eye(int(free.sum()))
+        step = np.zeros_like(w)
+        step[free] = np.linalg.solve(hess, grad)
         scale = 1.0
         while scale > 1e-8:
-            a_new, b_new = a - scale * float(step[0]), b - scale * float(step[1])
-            new_loss = _logistic_nll(x, y, a_new, b_new, ridge)
+            new = w - scale * step
+            new_loss = _logistic_nll(x, y, new, ridge)
             if new_loss <= loss:
                 break
             scale *= 0.5
         else:
             break  # no step improves: a minimum up to float precision
-        a, b, loss = a_new, b_new, new_loss
-        if not (math.isfinite(a) and math.isfinite(b)):
-            raise ValueError("the logistic calibration map did not converge")
+        w, loss = new, new_loss
+        if not np.all(np.isfinite(w)):
+            raise ValueError("the calibration map did not converge")
         if scale * np.abs(step).max() < 1e-10:
             break
-    return a, b
+    return w
 
 
-def apply_map(confidences: np.ndarray, a: float, b: float) -> np.ndarray:
-    """σ(a · logit(c) + b) of each confidence, float64."""
-    return 1.0 / (1.0 + np.exp(-(a * logit(confidences) + b)))
+def apply_map(confidences: np.ndarray, a: float, b: float, d: float | None = None) -> np.ndarray:
+    """σ(a · ln c − d · ln(1 − c) + b) of each confidence, float64; d None: d = a, the logistic
+    map σ(a · logit(c) + b)."""
+    x = beta_features(confidences)
+    z = a * x[:, 0] + (a if d is None else d) * x[:, 1] + b
+    return 1.0 / (1.0 + np.exp(-z))
 
 
-def out_of_family(confidences: np.ndarray, correct: np.ndarray, groups: np.ndarray) -> np.ndarray | None:
-    """Each target's confidence under the map fitted on the targets of the *other* groups
-    (leave-one-group-out); None with fewer than two groups (nothing to fit on outside one)."""
+def out_of_family(confidences: np.ndarray, correct: np.ndarray, groups: np.ndarray,
+                  fit: Callable[[np.ndarray, np.ndarray], tuple] = fit_map) -> np.ndarray | None:
+    """Each target's confidence under the map `fit` gives on the targets of the *other* groups
+    (leave-one-group-out), applied by `apply_map`; None with fewer than two groups (nothing to
+    fit on outside one)."""
     groups = np.asarray(groups)
     names = np.unique(groups)
     if len(names) < 2:
@@ -210,7 +255,7 @@ def out_of_family(confidences: np.ndarray, correct: np.ndarray, groups: np.ndarr
     out = np.zeros(len(confidences))
     for name in names:
         held = groups == name
-        out[held] = apply_map(confidences[held], *fit_logistic(confidences[~held], correct[~held]))
+        out[held] = apply_map(confidences[held], *fit(confidences[~held], correct[~held]))
     return out
 
 
@@ -296,10 +341,10 @@ def most_accurate(curve: Sequence[Mapping]) -> dict | None:
 # ----------------------------------------------------------------------------- at inference
 
 
-def map_prediction(prediction: TablePrediction, maps: Mapping[str, tuple[float, float]]) -> TablePrediction:
+def map_prediction(prediction: TablePrediction, maps: Mapping[str, tuple[float, ...]]) -> TablePrediction:
     """`prediction` with each task's chosen label's probability (its rows' first) mapped by that
-    task's (a, b) (`apply_map`) and the others scaled to fill the rest, their ratios kept: the
-    labels and their order do not change."""
+    task's map ((a, b, d), or (a, b) a logistic one: `apply_map`) and the others scaled to fill
+    the rest, their ratios kept: the labels and their order do not change."""
     out = {}
     for task in TASKS:
         ids, probs = getattr(prediction, f"{task}_ids"), getattr(prediction, f"{task}_probs")
@@ -342,22 +387,28 @@ def entry_for(calibration: Mapping, fingerprint: str) -> Mapping | None:
 
 
 def maps_for(calibration: Mapping, fingerprint: str, where: str | Path = "calibration") -> dict | None:
-    """The maps {cta: (a, b), cpa: (a, b)} the calibration file fitted for the checkpoint of this
-    fingerprint (`entry_for`), or None when it has none for it; a `DataError` naming the file
-    for a map that is not two finite numbers with a > 0 (a map that would reverse the order of
-    confidences)."""
+    """The maps {cta: (a, b, d), cpa: (a, b, d)} the calibration file fitted for the checkpoint of
+    this fingerprint (`entry_for`), or None when it has none for it; a map without `d` is a
+    logistic one (d = a). A `DataError` naming the file for a map that is not finite numbers
+    with a > 0 and d > 0 (a map that would reverse the order of confidences)."""
     entry = entry_for(calibration, fingerprint)
     if entry is None:
         return None
     maps = entry.get("map")
-    if not isinstance(maps, Mapping) or not all(
-            isinstance(maps.get(task), Mapping) and _number(maps[task].get("a")) and _number(maps[task].get("b"))
-            and maps[task]["a"] > 0 for task in TASKS):
+
+    def valid(fitted) -> bool:
+        if not isinstance(fitted, Mapping) or not all(_number(fitted.get(k)) for k in ("a", "b")):
+            return False
+        d = fitted.get("d", fitted["a"])
+        return _number(d) and fitted["a"] > 0 and d > 0
+
+    if not isinstance(maps, Mapping) or not all(valid(maps.get(task)) for task in TASKS):
         raise DataError(Path(where), f"bad calibration map {maps!r} for fingerprint {fingerprint[:16]}; "
                                      f"rerun `dvc repro calibrate`")
-    return {task: (float(maps[task]["a"]), float(maps[task]["b"])) for task in TASKS}
+    return {task: (float(maps[task]["a"]), float(maps[task]["b"]), float(maps[task].get("d", maps[task]["a"])))
+            for task in TASKS}
 
 
 __all__ = ["BINS", "Scored", "TARGET_ACCURACY", "THRESHOLDS", "apply_map", "coverage_curve", "entry_for",
-           "expected_calibration_error", "fit_logistic", "fit_temperature", "for_accuracy", "logit", "map_prediction",
+           "expected_calibration_error", "fit_logistic", "fit_map", "fit_temperature", "for_accuracy", "logit", "map_prediction",
            "maps_for", "most_accurate", "nll", "out_of_family", "read_calibration", "reliability", "summary", "temper"]

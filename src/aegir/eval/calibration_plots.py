@@ -19,7 +19,7 @@ def calibration_figures(entries: Mapping[str, Mapping]) -> dict[str, bytes]:
 
 def reliability_png(entries: Mapping[str, Mapping], real_split: str = REAL_SPLIT) -> bytes:
     """Rows: checkpoints; columns: CTA, CPA. Accuracy against mean confidence per bin on
-    `real_split`: the model's own confidences and the logistic map's, each family mapped by the
+    `real_split`: the model's own confidences and the beta map's, each family mapped by the
     map fitted on the others; the diagonal for reference; the ECE of each in the legend."""
     from aegir.eval.report import _pyplot, png_bytes
 

@@ -1,6 +1,6 @@
 """What the `calibrate` stage computes and prints: a checkpoint's scored targets per split
 (`scored_targets`) and the `real` family of each (`target_families`), its entry of
-calibration.json (`calibrate_checkpoint`: the logistic map fitted on `FIT_SPLIT`, ECE before and
+calibration.json (`calibrate_checkpoint`: the beta map fitted on `FIT_SPLIT`, ECE before and
 after it, the map's out-of-family figures and the coverage curves on `real`), the file's content
 (`calibration_content`) and the summary lines (`summary_lines`). `aegir.eval.calibration` says
 how each figure is computed.
@@ -25,7 +25,7 @@ from aegir.eval.calibration import (
     Scored,
     apply_map,
     coverage_curve,
-    fit_logistic,
+    fit_map,
     for_accuracy,
     most_accurate,
     out_of_family,
@@ -88,12 +88,12 @@ def _curve(confidences: np.ndarray, correct: np.ndarray) -> dict:
 def calibrate_checkpoint(targets: Mapping[str, Mapping[str, Scored]], families: Mapping[str, np.ndarray],
                          fit_split: str = FIT_SPLIT) -> dict:
     """One checkpoint's entry of calibration.json (less its fingerprint) from its targets per split
-    and the family of each `fit_split` target (`target_families`): per task the logistic map
+    and the family of each `fit_split` target (`target_families`): per task the beta map
     fitted on all of `fit_split`; per split ECE before and after it (on `fit_split` itself the
     fitted tables); on `fit_split` the coverage curve of the model's own confidences and, under
     `out_of_family`, the ECE, coverage curve and reliability of each target mapped by the map
     fitted on the other families (None with fewer than two families)."""
-    maps = {task: fit_logistic(targets[fit_split][task].confidences(), targets[fit_split][task].correct)
+    maps = {task: fit_map(targets[fit_split][task].confidences(), targets[fit_split][task].correct)
             for task in TASKS}
     splits = {}
     for split, by_task in targets.items():
@@ -118,7 +118,8 @@ def calibrate_checkpoint(targets: Mapping[str, Mapping[str, Scored]], families: 
                                       **_curve(held_out, scored.correct)}
             entry["reliability"]["out_of_family"] = reliability(held_out, scored.correct)
         real[task] = entry
-    return {"map": {task: {"a": a, "b": b} for task, (a, b) in maps.items()}, "splits": splits, fit_split: real}
+    return {"map": {task: {"a": a, "b": b, "d": d} for task, (a, b, d) in maps.items()}, "splits": splits,
+            fit_split: real}
 
 
 def calibration_content(entries: Mapping[str, Mapping]) -> dict:
@@ -127,7 +128,7 @@ def calibration_content(entries: Mapping[str, Mapping]) -> dict:
     `calibrate_checkpoint`'s entry)."""
     return {"fit_split": FIT_SPLIT, "real_split": REAL_SPLIT, "bins": BINS, "thresholds": list(THRESHOLDS),
             "target_accuracy": TARGET_ACCURACY,
-            "method": f"per task a logistic map of the top-1 confidence's log-odds, sigma(a*logit(c) + b), fitted by "
+            "method": f"per task a beta map of the top-1 confidence, sigma(a*ln(c) - d*ln(1-c) + b), fitted by "
                       f"maximum likelihood on {FIT_SPLIT}; out_of_family: each {REAL_SPLIT} family mapped by the map "
                       f"fitted on the other families; confidences and accuracies are fractions "
                       f"(aegir.eval.calibration)",
@@ -163,6 +164,6 @@ def summary_lines(content: Mapping) -> list[str]:
             else:
                 tail = (f"out of family {100 * held['ece']:.1f} %; {100 * TARGET_ACCURACY:.0f} % accuracy: "
                         f"{reach_text(held['for_accuracy'], held['most_accurate'])}")
-            lines.append(f"calibrate: {path} {task.upper()}: map a={fitted['a']:.3g} b={fitted['b']:.3g}; ECE real own "
+            lines.append(f"calibrate: {path} {task.upper()}: map a={fitted['a']:.3g} b={fitted['b']:.3g} d={fitted['d']:.3g}; ECE real own "
                          f"{100 * own:.1f} %, {tail}")
     return lines

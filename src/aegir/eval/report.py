@@ -311,7 +311,7 @@ def phase4_domain_tables(tree: Any, path: str | Path) -> list[DomainTable]:
 def parse_calibration(tree: Any, path: str | Path) -> list[dict[str, Any]]:
     """The `calibrate` stage's calibration.json as rows, one per checkpoint and task: its name,
     the accuracy and expected calibration error on the real split with the model's own
-    confidences and with the logistic map fitted on the other families (None with fewer than
+    confidences and with the beta map fitted on the other families (None with fewer than
     two), and the least calibrated confidence that reaches the target accuracy out of family
     (or the most accurate threshold when none does; the model's own curve without families)."""
     try:
@@ -324,7 +324,7 @@ def parse_calibration(tree: Any, path: str | Path) -> list[dict[str, Any]]:
                 curve = held if held is not None else entry[real][task]
                 rows.append({"checkpoint": checkpoint, "name": entry["name"], "task": task,
                              "accuracy": float(split["accuracy"]), "ece": float(split["before"]["ece"]),
-                             "map": {k: float(entry["map"][task][k]) for k in ("a", "b")},
+                             "map": {k: float(entry["map"][task].get(k, entry["map"][task]["a"])) for k in ("a", "b", "d")},
                              "ece_out_of_family": None if held is None else float(held["ece"]),
                              "families": None if held is None else int(held["families"]),
                              "real_split": real, "target": target, "for_accuracy": curve["for_accuracy"],
@@ -553,19 +553,19 @@ def calibration_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
              f"From `results/calibrate/calibration.json` (stage `calibrate`): how far each checkpoint's top-1 "
              f"confidence can be trusted on `{real}`. ECE is the expected calibration error (the gap between "
              f"confidence and accuracy, averaged over confidence bins). `aegir annotate` maps every confidence "
-             f"by a logistic map of its log-odds (two numbers per task, fitted on `{real}`); the ECE given for "
+             f"by a beta map, σ(a·ln c − d·ln(1 − c) + b) (three numbers per task, fitted on `{real}`); the ECE given for "
              f"it is out of family: each family's tables mapped by the map fitted on the other families', what "
              f"tables of a kind the map never saw can expect. The last column is the least calibrated "
              f"confidence P at which the kept columns reach {target:.0f} % accuracy (out of family), and the "
              f"share it keeps (`aegir annotate --min-confidence P` prints `unknown` below it). Reliability and "
              f"coverage figures: [reliability.png](../calibrate/figures/reliability.png), "
              f"[coverage.png](../calibrate/figures/coverage.png).", "",
-             f"| checkpoint | task | accuracy | ECE, own | ECE, calibrated (out of family) | map a, b | "
+             f"| checkpoint | task | accuracy | ECE, own | ECE, calibrated (out of family) | map a, b, d | "
              f"{target:.0f} % accuracy |",
              "|---|---|---:|---:|---:|---|---|"]
     for row in rows:
         lines.append(f"| {row['name']} | {row['task'].upper()} | {100 * row['accuracy']:.1f} | {percent(row['ece'])} | "
-                     f"{percent(row['ece_out_of_family'])} | {row['map']['a']:.3g}, {row['map']['b']:.3g} | "
+                     f"{percent(row['ece_out_of_family'])} | {row['map']['a']:.3g}, {row['map']['b']:.3g}, {row['map']['d']:.3g} | "
                      f"{reach_text(row['for_accuracy'], row['most_accurate'])} |")
     return lines
 

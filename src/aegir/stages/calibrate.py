@@ -5,11 +5,11 @@ makes them trustworthy on real tables (`aegir.eval.calibration` says how each fi
 
 For each checkpoint the report compares (`CHECKPOINTS`, under --models; or each --checkpoint) it
 takes every evaluation split of the prepared data as the pipeline scores it (column groups, row
-views, joint decoding: `aegir.inference.prepared_predictions`), fits per task a logistic map of
-the top-1 confidence's log-odds on the `real` split, and writes under --out (below). The map is
+views, joint decoding: `aegir.inference.prepared_predictions`), fits per task a beta map of the
+top-1 confidence, σ(a·ln c − d·ln(1 − c) + b), on the `real` split, and writes under --out (below). The map is
 fitted on `real` because no synthetic split calibrates real tables (a temperature fitted on
 `valid` made their confidences worse: docs/experiments.md); so `real`, otherwise only ever
-scored, gives two numbers per task and checkpoint, and the figure that says what the map is
+scored, gives three numbers per task and checkpoint, and the figure that says what the map is
 worth on tables it has not seen is **out of family**: each `real` family mapped by the map
 fitted on the other families' tables (`aegir.data.real.family_of`).
 
@@ -26,7 +26,7 @@ the figures.
 
   calibration.json   per checkpoint (by its path): its fingerprint, where its distributions came
                      from (`distributions`: "stored", or "re-scored: " and why not, or the
-                     splits re-scored), the map per task (`map`: a, b);
+                     splits re-scored), the map per task (`map`: a, b, d);
                      per split and task the accuracy, and the mean top-1 confidence and ECE
                      before and after the map (on `real`, the tables it was fitted on); on
                      `real` per task the coverage curve (kept share and accuracy for each
