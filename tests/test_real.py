@@ -424,10 +424,16 @@ def test_a_malformed_running_time_names_the_shipped_file_and_its_line(tmp_path, 
      "2015-000002,2015-01-01,11:57:40,classic_dlx,M,classic,sixteen\n", "could not convert"),
     ("metro_stations", "10-metro.csv", "name,lines,passengers,latitude\nArgentine,1,2079212,48.87\n",
      "no column 'longitude'"),
+    # Bokeh's samples, read the same way (`csv_records`)
+    ("passengers", "titanic_all.csv", "name,class,age,sex,survived\n"
+     "Allen Miss Elisabeth Walton,1st,29,female,1\nAllison Master Hudson Trevor,1st,eleven months,male,1\n",
+     "could not convert"),
+    ("sprinters", "sprint.csv", "Name, Country, Medal, Time, Year\nUsain Bolt, JAM, GOLD, 9.63, 2012\n"
+     "Yohan Blake, JAM, SILVER, 9.75\n", "no column 'Year'"),
 ])
-def test_a_malformed_great_tables_row_names_the_file_and_its_line(tmp_path, monkeypatch, family, name, text, problem):
-    """A bundled sample whose row cannot be read stops its family with a DataError naming the
-    file and the row's line, not a bare ValueError or KeyError."""
+def test_a_malformed_shipped_csv_row_names_the_file_and_its_line(tmp_path, monkeypatch, family, name, text, problem):
+    """A bundled sample (great_tables', Bokeh's) whose row cannot be read stops its family with a
+    DataError naming the file and the row's line, not a bare ValueError or KeyError."""
     from aegir.data.real import sources
     from aegir.errors import DataError
 
@@ -437,6 +443,18 @@ def test_a_malformed_great_tables_row_names_the_file_and_its_line(tmp_path, monk
     with pytest.raises(DataError, match=problem) as raised:
         sources.FAMILIES[family][1]()
     assert raised.value.path == str(path) and raised.value.line == text.count("\n")
+
+
+def test_a_shipped_csv_that_is_not_utf8_names_the_file(tmp_path, monkeypatch):
+    from aegir.data.real import sources
+    from aegir.errors import DataError
+
+    path = tmp_path / "titanic_all.csv"
+    path.write_bytes("name,class,age,sex,survived\nM\u00fcller Herr,3rd,30,male,0\n".encode("latin-1"))
+    monkeypatch.setattr(sources, "shipped_file", lambda *parts: path)
+    with pytest.raises(DataError, match="not UTF-8") as raised:
+        sources.passengers()
+    assert raised.value.path == str(path)
 
 
 def test_occupations_are_titled_as_pages_title_them(tables):

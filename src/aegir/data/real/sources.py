@@ -452,20 +452,21 @@ def films() -> list[Group]:
 def passengers() -> list[Group]:
     """Passengers of the Titanic (Bokeh's `titanic_all.csv`, 1,309 people: name, class, age, sex,
     survival) in the data's order (by class, then name), 25 to a passenger-list page."""
-    with bokeh_file("titanic_all.csv").open(encoding="utf-8", newline="") as f:
-        rows = [{"name": r["name"], "class": r["class"], "age": float(r["age"]) if r["age"] else None,
-                 "sex": r["sex"], "survived": r["survived"] == "1"} for r in csv.DictReader(f)]
+    rows = csv_records(bokeh_file("titanic_all.csv"), lambda r: {
+        "name": r["name"], "class": r["class"], "age": float(r["age"]) if r["age"] else None,
+        "sex": r["sex"], "survived": r["survived"] == "1"})
     return page_groups(rows, 16)
 
 
 def sprinters() -> list[Group]:
     """Olympic 100 m medallists, 1896–2012 (Bokeh's `sprint.csv`): name, IOC country code,
     medal, time in seconds, year, in the data's order (latest Games first)."""
-    with bokeh_file("sprint.csv").open(encoding="utf-8", newline="") as f:
-        rows = [{k.strip(): v.strip() for k, v in r.items()} for r in csv.DictReader(f, skipinitialspace=True)]
-    records = [{"name": r["Name"], "country": r["Country"], "medal": r["Medal"].title(), "time": r["Time"],
-                "year": int(r["Year"])} for r in rows]
-    return chunked_groups("100m", records)
+    def record(row: dict[str, str]) -> Record:
+        r = {k.strip(): v.strip() for k, v in row.items() if isinstance(k, str) and isinstance(v, str)}
+        return {"name": r["Name"], "country": r["Country"], "medal": r["Medal"].title(), "time": r["Time"],
+                "year": int(r["Year"])}
+
+    return chunked_groups("100m", csv_records(bokeh_file("sprint.csv"), record, skipinitialspace=True))
 
 
 def _ics_events(text: str) -> list[Record]:
@@ -583,22 +584,30 @@ def country_in_english(code: str) -> str:
     return FORMER_COUNTRIES.get(code) or Locale.parse("en").territories.get(code, code)
 
 
+def csv_records(path: Path, record: Callable[[dict[str, str]], Record], **reader: Any) -> list[Record]:
+    """`record` of each row of a shipped CSV file (`csv.DictReader(**reader)`); a row it cannot
+    read (a missing column, a value that is not what it should be) is a DataError naming the
+    file and the row's line, and so is a file that is not UTF-8."""
+    with path.open(encoding="utf-8", newline="") as f:
+        rows = csv.DictReader(f, **reader)
+        records = []
+        try:
+            for row in rows:
+                try:
+                    records.append(record(row))
+                except KeyError as exc:
+                    raise DataError(path, f"no column {exc}", line=rows.line_num) from None
+                except (ValueError, AttributeError, TypeError) as exc:
+                    raise DataError(path, str(exc), line=rows.line_num) from None
+        except UnicodeDecodeError as exc:
+            raise DataError(path, f"not UTF-8 ({exc.reason} at byte {exc.start})", line=rows.line_num + 1) from None
+    return records
+
+
 def great_tables_records(name: str, record: Callable[[dict[str, str]], Record]) -> list[Record]:
     """`record` of each row of one of great_tables' bundled sample tables (`data/<name>.csv`, read
-    as a file); a row it cannot read (a missing column, a value that is not what it should be) is
-    a DataError naming the file and the row's line."""
-    path = shipped_file("great_tables", "data", f"{name}.csv")
-    with path.open(encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        records = []
-        for row in reader:
-            try:
-                records.append(record(row))
-            except KeyError as exc:
-                raise DataError(path, f"no column {exc}", line=reader.line_num) from None
-            except ValueError as exc:
-                raise DataError(path, str(exc), line=reader.line_num) from None
-    return records
+    as a file), as `csv_records` reads it."""
+    return csv_records(shipped_file("great_tables", "data", f"{name}.csv"), record)
 
 
 def cannes() -> list[Group]:
