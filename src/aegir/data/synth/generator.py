@@ -159,6 +159,28 @@ def pick_subject_variant(rng: random.Random, domain: Domain) -> SubjectVariant |
     return None
 
 
+# Pairs whose order sites do not reverse, even where the other columns stand anywhere: latitude
+# before longitude, a start before its end, the home team before the away team. Outside corner
+# cases a table that has both keeps them in this order (`site_order`); where they stand is free.
+SITE_ORDER: tuple[tuple[str, str], ...] = (
+    ("latitude", "longitude"), ("startDate", "endDate"), ("birthDate", "deathDate"), ("homeTeam", "awayTeam"),
+    ("opens", "closes"), ("checkInTime", "checkoutTime"), ("datePosted", "validThrough"),
+)
+
+
+def site_order(props: list[Prop]) -> list[Prop]:
+    """`props` with each `SITE_ORDER` pair in its order: where the second member stands before the
+    first, the two swap places (each's first occurrence); every other column keeps its place."""
+    out = list(props)
+    for first, second in SITE_ORDER:
+        keys = [p.key for p in out]
+        if first in keys and second in keys:
+            i, j = keys.index(first), keys.index(second)
+            if j < i:
+                out[i], out[j] = out[j], out[i]
+    return out
+
+
 def natural_order(props: list[Prop]) -> list[Prop]:
     """`props` with the members of each `NATURAL_SEQUENCES` group side by side, in the group's
     order, where the group's first member stood; other columns keep their places."""
@@ -266,6 +288,8 @@ def generate_table(cfg: SyntheticConfig, split: str, index: int) -> Table:
     rng.shuffle(props)
     if rng.random() < NATURAL_ORDER_RATE:
         props = natural_order(props)
+    if not hard:
+        props = site_order(props)
 
     tokens = tuple(rng.sample(MISSING_TOKENS, rng.choice((1, 1, 2))))
     rates = _missing_rates(rng, cfg, style, len(props) + 1)

@@ -211,10 +211,26 @@ def country_code(ctx: TableContext, row: Row, share_local: float) -> str:
     return world_country(ctx)
 
 
+WORLD_BOX_RATE = 0.5  # share of tables whose coordinates lie anywhere on Earth, not in their geography
+
+
+def coordinate_box(ctx: TableContext) -> tuple[float, float, float, float]:
+    """The table's box of coordinates: its geography's, or (at `WORLD_BOX_RATE`) a box of 2-12°
+    anywhere people live (latitude −45…65), where the longitude is as often the larger number
+    as not: a model cannot tell latitude from longitude by which is larger."""
+    def make() -> tuple[float, float, float, float]:
+        if ctx.rng.random() >= WORLD_BOX_RATE:
+            return ctx.geo.bbox
+        size = ctx.rng.uniform(2.0, 12.0)
+        lat0, lon0 = ctx.rng.uniform(-45.0, 65.0 - size), ctx.rng.uniform(-180.0, 180.0 - size)
+        return lat0, lat0 + size, lon0, lon0 + size
+    return ctx.table_value("coordinate_box", make)
+
+
 def lat_lon(ctx: TableContext, row: Row) -> tuple[float, float]:
-    """Coordinates inside the bounding box of the table's geography."""
+    """Coordinates inside the table's box (`coordinate_box`)."""
     def make() -> tuple[float, float]:
-        lat0, lat1, lon0, lon1 = ctx.geo.bbox
+        lat0, lat1, lon0, lon1 = coordinate_box(ctx)
         return ctx.rng.uniform(lat0, lat1), ctx.rng.uniform(lon0, lon1)
     return row.get("latlon", make)
 
