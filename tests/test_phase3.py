@@ -219,7 +219,10 @@ def test_phase4_reports_the_swarm_and_a_killed_run_resumes_to_the_same_bytes(tin
     if not (tiny_phase1 / "a/model/model.safetensors").exists():
         run_module(tiny_phase1, *phase3_args("a"))
     params = yaml.safe_load((tiny_phase1 / "params.yaml").read_text())
-    longer = deep_update(params, {"phase4": {"steps": 24}})  # long enough to be killed mid-training
+    # long enough to be killed mid-training; no cost per critical step, so that the tiny policy
+    # spawns on some tables (the product reading below has something to move: with the default
+    # tiny cost it spawned on none after the generator drew coordinates anywhere)
+    longer = deep_update(params, {"phase4": {"steps": 24, "step_cost": 0.0}})
     (tiny_phase1 / "p4.yaml").write_text(yaml.safe_dump(longer, sort_keys=False))
     run_module(tiny_phase1, *phase4_args("s4", "p4.yaml"))
     kill_at_saved_step([sys.executable, "-m", *phase4_args("s4killed", "p4.yaml")], tiny_phase1, tool_env(ROOT),
