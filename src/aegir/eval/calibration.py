@@ -157,10 +157,7 @@ def fit_logistic(confidences: np.ndarray, correct: np.ndarray, iterations: int =
     x, y = logit(confidences), np.asarray(correct, dtype=np.float64)
     if len(x) == 0:
         return 1.0, 0.0
-    a, b = _newton(np.stack([x, np.ones_like(x)], axis=1), y, np.array([1.0, 0.0]), iterations)
-    if a < A_MIN:
-        a, b = _newton(np.stack([x, np.ones_like(x)], axis=1), y, np.array([A_MIN, b]), iterations,
-                       free=np.array([False, True]))
+    a, b = _fit_increasing(np.stack([x, np.ones_like(x)], axis=1), y, np.array([1.0, 0.0]), 1, iterations)
     return round(a, DIGITS), round(b, DIGITS)
 
 
@@ -181,18 +178,24 @@ def fit_map(confidences: np.ndarray, correct: np.ndarray, iterations: int = 100)
     y = np.asarray(correct, dtype=np.float64)
     if len(y) == 0:
         return 1.0, 0.0, 1.0
-    features = beta_features(confidences)
-    w = np.array([1.0, 1.0, 0.0])  # (a, d, b), from the identity
-    free = np.array([True, True, True])
-    for _ in range(3):  # each pass may hold one more slope at A_MIN
-        w = _newton(features, y, w, iterations, free)
-        low = free[:2] & (w[:2] < A_MIN)
+    # weights (a, d, b) of the features (ln c, −ln(1 − c), 1), from the identity
+    a, d, b = _fit_increasing(beta_features(confidences), y, np.array([1.0, 1.0, 0.0]), 2, iterations)
+    return round(a, DIGITS), round(b, DIGITS), round(d, DIGITS)
+
+
+def _fit_increasing(x: np.ndarray, y: np.ndarray, w: np.ndarray, slopes: int, iterations: int) -> list[float]:
+    """The weights of P(y) = σ(x · w) by `_newton` from `w`, its first `slopes` entries kept ≥
+    `A_MIN`: a slope fitted below it is held there and the other weights refitted, until none is
+    (what keeps a map increasing: `fit_logistic`, `fit_map`)."""
+    free = np.ones(len(w), dtype=bool)
+    for _ in range(slopes + 1):  # each pass may hold one more slope
+        w = _newton(x, y, w, iterations, free)
+        low = free[:slopes] & (w[:slopes] < A_MIN)
         if not low.any():
             break
-        free[:2] &= ~low
-        w[:2] = np.where(low, A_MIN, w[:2])
-    a, d, b = (float(v) for v in w)
-    return round(a, DIGITS), round(b, DIGITS), round(d, DIGITS)
+        free[:slopes] &= ~low
+        w[:slopes] = np.where(low, A_MIN, w[:slopes])
+    return [float(v) for v in w]
 
 
 def _logistic_nll(x: np.ndarray, y: np.ndarray, w: np.ndarray, ridge: float) -> float:
@@ -386,6 +389,12 @@ def entry_for(calibration: Mapping, fingerprint: str) -> Mapping | None:
     return None
 
 
+def map_numbers(fitted: Mapping) -> tuple:
+    """(a, b, d) of one task's map as calibration.json writes it; a map without `d` is a logistic
+    one, d = a (the stage wrote those before the beta map)."""
+    return fitted["a"], fitted["b"], fitted.get("d", fitted["a"])
+
+
 def maps_for(calibration: Mapping, fingerprint: str, where: str | Path = "calibration") -> dict | None:
     """The maps {cta: (a, b, d), cpa: (a, b, d)} the calibration file fitted for the checkpoint of
     this fingerprint (`entry_for`), or None when it has none for it; a map without `d` is a
@@ -399,16 +408,16 @@ def maps_for(calibration: Mapping, fingerprint: str, where: str | Path = "calibr
     def valid(fitted) -> bool:
         if not isinstance(fitted, Mapping) or not all(_number(fitted.get(k)) for k in ("a", "b")):
             return False
-        d = fitted.get("d", fitted["a"])
-        return _number(d) and fitted["a"] > 0 and d > 0
+        a, _, d = map_numbers(fitted)
+        return _number(d) and a > 0 and d > 0
 
     if not isinstance(maps, Mapping) or not all(valid(maps.get(task)) for task in TASKS):
         raise DataError(Path(where), f"bad calibration map {maps!r} for fingerprint {fingerprint[:16]}; "
                                      f"rerun `dvc repro calibrate`")
-    return {task: (float(maps[task]["a"]), float(maps[task]["b"]), float(maps[task].get("d", maps[task]["a"])))
-            for task in TASKS}
+    return {task: tuple(float(v) for v in map_numbers(maps[task])) for task in TASKS}
 
 
 __all__ = ["BINS", "Scored", "TARGET_ACCURACY", "THRESHOLDS", "apply_map", "coverage_curve", "entry_for",
-           "expected_calibration_error", "fit_logistic", "fit_map", "fit_temperature", "for_accuracy", "logit", "map_prediction",
-           "maps_for", "most_accurate", "nll", "out_of_family", "read_calibration", "reliability", "summary", "temper"]
+           "expected_calibration_error", "fit_logistic", "fit_map", "fit_temperature", "for_accuracy", "logit",
+           "map_numbers", "map_prediction", "maps_for", "most_accurate", "nll", "out_of_family", "read_calibration",
+           "reliability", "summary", "temper"]
