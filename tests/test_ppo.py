@@ -392,3 +392,31 @@ def test_distillation_with_the_stream_seam_takes_the_specialists_labels_from_the
         a = distill_loss(orch, batch, forward.output, mask, K, rollouts.reads)
         b = distill_loss(orch, batch, forward.output, mask, K)
     assert float(a) == pytest.approx(float(b), rel=1e-4)
+
+
+def test_a_specialist_no_rollout_read_is_left_out_of_the_teacher_to_the_bit():
+    """Given reads, a specialist that no rollout activated gets no labels (`specialist_logits`
+    returns None for it instead of running its whole forward), and the teacher's mean leaves it
+    out: the same bits as weighting its labels by zero on every row; a None for a specialist
+    that is activated somewhere is an error."""
+    from aegir.orchestrator.ensemble import ensemble_probs
+    from aegir.rl.parl import specialist_logits
+
+    orch, _ = orchestrator(stream_seam=True)
+    batch = make_batch(MORE_TABLES, **LABELLED)
+    chosen = torch.zeros(batch.batch_size, orch.num_specialists, dtype=torch.bool)
+    chosen[:, 0] = True
+    reads = orch.read_specialists(batch, chosen)
+    own = specialist_logits(orch, batch, reads)
+    assert own[0] is not None and all(o is None for o in own[1:])
+    whole = specialist_logits(orch, batch)  # no reads: every specialist's whole forward
+    assert all(o is not None for o in whole)
+
+    generator = torch.Generator().manual_seed(0)
+    primary = torch.rand(4, 3, 5, generator=generator).softmax(-1)
+    experts = [torch.rand(4, 3, 5, generator=generator).softmax(-1) for _ in range(2)]
+    mask = torch.tensor([[True, False], [False, False], [True, False], [False, False]])
+    assert torch.equal(ensemble_probs(primary, [experts[0], None], mask), ensemble_probs(primary, experts, mask))
+    mask[1, 1] = True
+    with pytest.raises(ValueError, match="specialist 1 is activated"):
+        ensemble_probs(primary, [experts[0], None], mask)

@@ -215,7 +215,7 @@ class Phase1Config:
     eval_every: int = 100  # steps between validation F1 evaluations (0: at the end only)
     log_every: int = 10  # steps between DVCLive curve points
     checkpoint_every: int = 50  # steps between saved training states (for resume)
-    eval_batch_size: int = 32
+    eval_batch_size: int = 8  # tables per scoring call (smaller batches keep activations in cache)
     max_steps: int = 0  # stop after this many steps (0: no limit); for smoke runs
     label_smoothing: float = 0.0  # ε of the CTA and CPA cross-entropies
 
@@ -392,7 +392,7 @@ class Phase3Config:
     eval_every: int = 100  # steps between validation F1 points (0: at the end only)
     log_every: int = 10  # steps between curve points (each the mean over its window)
     checkpoint_every: int = 50  # steps between saved training states (a multiple of log_every)
-    eval_batch_size: int = 32
+    eval_batch_size: int = 8  # tables per scoring call
     survival_tables: int = 64  # valid tables on which the fused state's survival is measured
 
     def __post_init__(self) -> None:

@@ -37,12 +37,19 @@ def routed_argmax(probs: torch.Tensor) -> torch.Tensor:
     return torch.stack([torch.einsum("a,abck->bck", w, probs).argmax(-1) for w in weights])
 
 
-def ensemble_probs(primary: torch.Tensor, specialists: list[torch.Tensor], activation_mask: torch.Tensor) -> torch.Tensor:
+def ensemble_probs(primary: torch.Tensor, specialists: list[torch.Tensor | None],
+                   activation_mask: torch.Tensor) -> torch.Tensor:
     """The mean of the primary's label distribution and each row's activated specialists':
-    primary and each of `specialists` (B, C, K), activation_mask (B, S) bool."""
+    primary and each of `specialists` (B, C, K), activation_mask (B, S) bool. A specialist given
+    as None must be activated on no row; it is left out, which is what its zero weight on every
+    row would give, to the bit (x + 0·p = x for the non-negative sums of probabilities here)."""
     total = primary
     count = torch.ones(total.shape[0], 1, 1, device=total.device)
     for s, probs in enumerate(specialists):
+        if probs is None:
+            if bool(activation_mask[:, s].any()):
+                raise ValueError(f"ensemble_probs: specialist {s} is activated on some row but has no labels")
+            continue
         on = activation_mask[:, s].to(total.dtype)[:, None, None]  # (B, 1, 1)
         total = total + on * probs
         count = count + on

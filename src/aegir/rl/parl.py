@@ -248,14 +248,21 @@ def rescore(orch: SwarmOrchestrator, batch: Batch, rollouts: Rollouts) -> Policy
 
 @torch.no_grad()
 def specialist_logits(orch: SwarmOrchestrator, batch: Batch,
-                      reads: list[SpecialistRead | None] | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+                      reads: list[SpecialistRead | None] | None = None
+                      ) -> list[tuple[torch.Tensor, torch.Tensor] | None]:
     """Each frozen specialist's (CTA, CPA) logits on the B tables of `batch`. With the stream
     seam its read already holds its decoder output, so only its pooling, column attention and
     heads run, on the rows it read (the others, which no rollout activated, hold its labels of a
-    zero stream and are masked away by the activation); otherwise its whole forward runs."""
-    out = []
+    zero stream and are masked away by the activation); otherwise its whole forward runs.
+    Given `reads`, a specialist without one (no rollout activated it on any table) gets None:
+    the activation masks it on every row, so its labels would be computed only to be dropped
+    (each such whole forward cost about a tenth of a second per PARL update)."""
+    out: list[tuple[torch.Tensor, torch.Tensor] | None] = []
     for s, specialist in enumerate(orch.specialists):
         read = reads[s] if reads is not None else None
+        if reads is not None and read is None:
+            out.append(None)
+            continue
         if read is not None and read.stream is not None:
             cta, cpa, _ = specialist.model.label_logits(batch, read.stream)
         else:
@@ -281,7 +288,7 @@ def distill_loss(orch: SwarmOrchestrator, batch: Batch, out, activation_mask: to
     for task, (name, first) in enumerate((("cta_logits", 0), ("cpa_logits", 1))):
         student = F.log_softmax(getattr(out, name).float(), -1)
         with torch.no_grad():
-            teacher = ensemble_probs(student.exp(), [o[task].float().softmax(-1).repeat(K, 1, 1)
+            teacher = ensemble_probs(student.exp(), [None if o is None else o[task].float().softmax(-1).repeat(K, 1, 1)
                                                      for o in own], activation_mask)
         valid = mask.clone()
         valid[:, :first] = False
