@@ -7,7 +7,8 @@ controls a result or a draw?
 Seed 0 is main's own run (`results/phase3/scores.json` of the workspace, as `dvc repro` left it);
 each further seed runs `dvc exp run -n p3-seed<S> -S phase3.seed=<S>` in the workspace, which
 reruns `phase3` and what depends on it (nothing before it), keeps its `scores.json` and
-`report.json` in `--out/seed<S>/`, and at the end puts the workspace back (`params.yaml` and
+`report.json` in `--out/seed<S>/` (and Phase 4's scores over that orchestrator as
+`phase4_scores.json`), and at the end puts the workspace back (`params.yaml` and
 `dvc.lock` from git, the outputs from the DVC cache). `phase3.seed` seeds both runs of the stage,
 the fused orchestrator and its control, so each seed is a paired comparison.
 
@@ -48,6 +49,8 @@ def run_seed(seed: int, out: Path) -> None:
     target.mkdir(parents=True, exist_ok=True)
     for name in ("scores.json", "report.json"):
         shutil.copyfile(ROOT / "results/phase3" / name, target / name)
+    # the experiment reran Phase 4 over this seed's orchestrator too: its scores, kept beside
+    shutil.copyfile(ROOT / "results/phase4/scores.json", target / "phase4_scores.json")
 
 
 def restore_workspace() -> None:

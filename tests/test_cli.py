@@ -474,3 +474,22 @@ def test_phase3_seeds_script_compares_paired_seeds(tmp_path):
     (tmp_path / "seed2/scores.json").write_text(json.dumps({"fused": {}}))
     proc = subprocess.run(cmd, env=tool_env(ROOT), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "seed2/scores.json: no scores for ['phase1', 'control', 'ensemble']" in proc.stderr
+
+
+def test_scoring_benchmark_times_every_batch_size_against_the_first(tmp_path, checkpoint, prepared, capsys):
+    """benchmarks/bench_scoring.py on a tiny checkpoint: a row per batch size, the first size's
+    ratio 1 and its probabilities its own; the others differ at most by float rounding; a
+    missing checkpoint is a clear error."""
+    from conftest import load_benchmark
+
+    bench = load_benchmark("bench_scoring")
+    assert bench.main(["--checkpoint", str(checkpoint), "--data", str(prepared), "--split", "test", "--tables", "6",
+                       "--sizes", "4", "2", "--threads", "2", "--repeats", "1", "--json", str(tmp_path / "b.json")]) == 0
+    rows = json.loads((tmp_path / "b.json").read_text())["rows"]
+    assert [row["batch_size"] for row in rows] == [4, 2]
+    assert rows[0]["speedup"] == 1.0 and rows[0]["max_probability_difference"] == 0.0
+    assert rows[1]["tables_per_second"] > 0 and rows[1]["max_probability_difference"] < 1e-4
+    assert "tables/s" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--checkpoint", str(tmp_path / "none"), "--data", str(prepared)])
+    assert exit_info.value.code == 2
