@@ -16,7 +16,6 @@ the first size's (a different batch changes float rounding, nothing else).
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -26,7 +25,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from aegir import atomic
 from aegir.data.dataset import load_examples
+from aegir.errors import AegirError
 from aegir.eval.grouped import ALL_LABELS
 from aegir.eval.predict import predict
 from aegir.model.checkpoint import load_checkpoint
@@ -54,9 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.tables < 1 or args.repeats < 1 or args.threads < 1 or min(args.sizes) < 1:
         parser.exit(2, "bench_scoring: error: --tables, --repeats, --threads and --sizes must be ≥ 1\n")
     torch.set_num_threads(1)
-    model, _ = load_checkpoint(args.checkpoint)
+    try:
+        model, _ = load_checkpoint(args.checkpoint)
+        examples = load_examples(args.data, args.split)[:args.tables]
+    except AegirError as exc:
+        parser.exit(2, f"bench_scoring: error: {exc}\n")
     model.eval()
-    examples = load_examples(args.data, args.split)[:args.tables]
     workers = OneThreadWorkers(args.threads) if args.threads > 1 else None
     seconds: dict[int, list[float]] = {size: [] for size in args.sizes}
     outputs = {}
@@ -82,8 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{size:>6} {median:>9.2f} {row['tables_per_second']:>9.1f} {row['speedup']:>7.2f}× "
               f"{row['max_probability_difference']:>10.2g}")
     if args.json:
-        args.json.write_text(json.dumps({"split": args.split, "tables": len(examples), "threads": args.threads,
-                                         "rows": rows}, indent=2), encoding="utf-8")
+        atomic.write_json(args.json, {"split": args.split, "tables": len(examples), "threads": args.threads, "rows": rows})
     return 0
 
 

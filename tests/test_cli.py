@@ -479,7 +479,7 @@ def test_phase3_seeds_script_compares_paired_seeds(tmp_path):
 def test_scoring_benchmark_times_every_batch_size_against_the_first(tmp_path, checkpoint, prepared, capsys):
     """benchmarks/bench_scoring.py on a tiny checkpoint: a row per batch size, the first size's
     ratio 1 and its probabilities its own; the others differ at most by float rounding; a
-    missing checkpoint is a clear error."""
+    missing checkpoint or split is a clear error."""
     from conftest import load_benchmark
 
     bench = load_benchmark("bench_scoring")
@@ -493,3 +493,6 @@ def test_scoring_benchmark_times_every_batch_size_against_the_first(tmp_path, ch
     with pytest.raises(SystemExit) as exit_info:
         bench.main(["--checkpoint", str(tmp_path / "none"), "--data", str(prepared)])
     assert exit_info.value.code == 2
+    with pytest.raises(SystemExit) as exit_info:  # a split that is not there: named, no traceback
+        bench.main(["--checkpoint", str(checkpoint), "--data", str(prepared), "--split", "nosuch"])
+    assert exit_info.value.code == 2 and "nosuch" in capsys.readouterr().err
