@@ -190,11 +190,15 @@ def peak_mb(command: list[str]) -> int:
 @pytest.mark.slow
 def test_annotate_memory_stays_flat_in_the_file_size(tmp_path):
     """`aegir annotate` on a 300 MB CSV (3 million rows, written here by repeating a 1 MB block)
-    peaks within 60 MB of the same on a 20 MB one: polars reads it in chunks, only the rows the
+    peaks within 80 MB of the same on a 20 MB one: polars reads it in chunks, only the rows the
     model reads are kept, nothing holds a list of every row (row views rotate without one; a list
-    of 3 million row numbers alone is ~110 MB). Measured (2-core Xeon, 20 and 200 MB): 420 and 463 MB, and 553 MB
-    for a 2.1 GB file of 60 million rows (by hand: too long for a test). About ten seconds: two
-    processes that import torch, a row sample hashed over 3 million rows."""
+    of 3 million row numbers alone is ~110 MB, so with one back the growth is ~160 MB).
+    It is not quite flat: measured 2026-11-29 on the 2-core Xeon, 20 / 100 / 200 / 300 MB files
+    peak at 417 / 435 / 455 / 467 MB (again: 406 at 20, 459 at 300, so ±10 MB between runs of one
+    file), and polars' streaming count of the 300 MB file alone peaks 23 MB above that of the
+    20 MB one; 553 MB for a 2.1 GB file of 60 million rows (by hand: too long for a test). The
+    bound was 60 MB until a run beside other test workers measured 60 exactly. About ten
+    seconds: two processes that import torch, a row sample hashed over 3 million rows."""
     torch.manual_seed(0)
     save_checkpoint(tmp_path / "model", AegirModel(preset("tiny")),
                     {"params": {"prepare": asdict(PrepareConfig(byte_budget=256, max_rows=6)),
@@ -214,4 +218,4 @@ def test_annotate_memory_stays_flat_in_the_file_size(tmp_path):
         assert len(out.read_text().splitlines()) == 5
         path.unlink()
     (_, small_peak), (big_mb, big_peak) = peaks["small.csv"], peaks["big.csv"]
-    assert big_mb > 290 and big_peak < small_peak + 60, peaks
+    assert big_mb > 290 and big_peak < small_peak + 80, peaks
