@@ -169,3 +169,25 @@ def test_annotate_benchmark_times_every_checkpoint_kind_and_one_process_per_tabl
     assert long["rows"] == 3000 and 0.05 < long["mb"] < 0.2 and long["peak_mb"] > 0
     out = capsys.readouterr().out
     assert "phase4 (untrained, built from params.yaml): 6 tables" in out and "one process per table:" in out
+
+
+def test_pipeline_benchmark_scales_each_stage_by_its_pace():
+    """bench_pipeline.summarise: a stage's pace is the mean of the probes around it; its seconds
+    scale by (fastest or slowest probe) / pace; the milestones add up the stages up to the last
+    agent of Phase 1, up to phase3, and all of them."""
+    bench = load("bench_pipeline")
+    rows = [{"stage": "prepare", "probe_before": 1.0, "seconds": 60.0},
+            {"stage": "primary", "probe_before": 1.0, "seconds": 120.0},
+            {"stage": "phase1@places", "probe_before": 2.0, "seconds": 120.0},
+            {"stage": "phase3", "probe_before": 2.0, "seconds": 240.0},
+            {"stage": "report", "probe_before": 1.0, "seconds": 60.0}]
+    summary = bench.summarise(rows, final_probe=1.0)
+    assert [row["pace"] for row in rows] == [1.0, 1.5, 2.0, 1.5, 1.0]
+    assert rows[2]["at_fastest"] == 60.0 and rows[2]["at_slowest"] == 120.0
+    assert rows[1]["at_fastest"] == 80.0 and rows[1]["at_slowest"] == 160.0
+    totals = summary["totals"]
+    assert totals["phase1"] == {"seconds": 5.0, "at_fastest": 3.33, "at_slowest": 6.67, "budget": 15.0}  # 200, 400 s
+    assert totals["phase3"]["seconds"] == 9.0 and totals["phase3"]["at_slowest"] == 12.0  # 120 + 160 + 120 + 320 s
+    assert totals["all"]["seconds"] == 10.0 and totals["all"]["budget"] == 30.0
+    assert summary["probe_seconds"] == {"fastest": 1.0, "slowest": 2.0}
+    assert bench.milestone("phase1@media") == "phase1" and bench.milestone("phase4") is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -199,6 +200,35 @@ def test_prepare_is_byte_reproducible(project):
     assert "prepare" in ran_stages(proc.stdout)
     assert tree_digest(project, ["data/prepared", "results/prepare/stats.json"]) == before
     assert "up to date" in run_tool(project, "dvc", "status").stdout
+
+
+def test_pipeline_benchmark_times_stages_from_scratch_and_leaves_the_outputs(project, tmp_path):
+    """benchmarks/bench_pipeline.py on the tiny project, two stages: it reads `dvc repro`'s
+    order and each stage's resume state from the project itself, times each stage forced (the
+    outputs come back byte-identical, `dvc status` clean) with a pace probe before it and after
+    the last, and adds up the minutes of the whole."""
+    from conftest import BENCHMARKS
+
+    outputs = ["data/prepared", "results/prepare/stats.json", "results/phase2/report.json"]
+    before = tree_digest(project, outputs)
+    script = str(BENCHMARKS / "bench_pipeline.py")
+    plan = run_tool(project, sys.executable, script, "--dry-run", "--probe-preset", "tiny", "--probe-steps", "1").stdout
+    assert "primary: rm -rf state/phase1/primary; dvc repro --force --single-item primary" in plan
+    assert "phase3: rm -rf state/phase3;" in plan and "report: rm -rf (no state);" in plan
+    assert plan.index("prepare:") < plan.index("primary:") < plan.index("phase3:") < plan.index("report:")
+    out = tmp_path / "bench.json"
+    proc = run_tool(project, sys.executable, script, "--stages", "phase2", "prepare", "--probe-preset", "tiny",
+                    "--probe-steps", "1", "--json", str(out))
+    figures = json.loads(out.read_text())
+    assert [row["stage"] for row in figures["stages"]] == ["prepare", "phase2"]  # dvc repro's order
+    assert all(row["seconds"] > 0 and row["probe_before"] > 0 for row in figures["stages"])
+    total = sum(row["seconds"] for row in figures["stages"]) / 60
+    assert list(figures["totals"]) == ["all"] and abs(figures["totals"]["all"]["seconds"] - total) < 0.01
+    assert "through all" in proc.stdout
+    assert tree_digest(project, outputs) == before
+    assert "up to date" in run_tool(project, "dvc", "status").stdout
+    bad = run_tool(project, sys.executable, script, "--stages", "phase9", check=False)
+    assert bad.returncode == 2 and "no stage phase9" in bad.stderr
 
 
 def test_results_travel_through_a_dvc_remote(project, tmp_path):
