@@ -122,7 +122,9 @@ def import_baseline(rev: str):
     for source in package.rglob("*.py"):
         source.write_text(re.sub(r"\b(from|import) aegir\b", r"\1 aegir_baseline", source.read_text()))
     sys.path.insert(0, str(root))
-    return importlib.import_module("aegir_baseline.model.aegir")
+    # the model module's name at `rev`: model/aegir.py until it became model/network.py
+    name = "aegir" if (package / "model" / "aegir.py").is_file() else "network"
+    return importlib.import_module(f"aegir_baseline.model.{name}")
 
 
 class TrainingPath:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 
 import pytest
 import torch
@@ -191,3 +192,14 @@ def test_pipeline_benchmark_scales_each_stage_by_its_pace():
     assert totals["all"]["seconds"] == 10.0 and totals["all"]["budget"] == 30.0
     assert summary["probe_seconds"] == {"fastest": 1.0, "slowest": 2.0}
     assert bench.milestone("phase1@media") == "phase1" and bench.milestone("phase4") is None
+
+
+def test_phase1_benchmark_imports_the_model_of_either_layout():
+    """bench_phase1's "before" code from git: the default revision (the model in model/aegir.py)
+    and HEAD (model/network.py) both give a module with the model and its presets."""
+    bench = load("bench_phase1")
+    for rev in (bench.BASELINE_REV, "HEAD"):
+        module = bench.import_baseline(rev)
+        assert callable(module.AegirModel) and callable(module.preset), rev
+        for name in [n for n in sys.modules if n.startswith("aegir_baseline")]:
+            del sys.modules[name]  # the next revision imports afresh
