@@ -8,7 +8,8 @@ What it runs: every stage `dvc repro` would run from scratch, in `dvc repro`'s o
 removing the stage's resume state (its outputs marked `persist` in dvc.yaml: `state/…`), so that
 every training stage trains from its first step. The outputs are the ones a plain `dvc repro`
 writes, byte for byte (only the timing files differ): this is `rm -rf state && dvc repro -f`,
-timed per stage. `--stages` times some stages only (each still from scratch).
+timed per stage. `--stages` times some stages only (each still from scratch; no budget applies
+to their sum).
 
 Why the probe: the same work on this project's 2-core machine has taken 1.7× longer in one hour
 than in another (docs/benchmarks.md, "The whole pipeline"), so one run's minutes do not say
@@ -42,6 +43,7 @@ from bench_phase1 import batch_of, load_average, vector_isa
 
 from aegir import atomic
 from aegir.config import load_params
+from aegir.errors import AegirError
 from aegir.model.network import AegirModel
 from aegir.train.setup import model_config
 
@@ -112,9 +114,10 @@ def run_stage(repo: Path, stage: str, states: list[str]) -> float:
     return seconds
 
 
-def summarise(rows: list[dict], final_probe: float) -> dict:
+def summarise(rows: list[dict], final_probe: float, budgets: bool = True) -> dict:
     """Each stage's pace and its seconds at the run's fastest and slowest probe; cumulative
-    minutes at each milestone (the last stage of Phase 1, phase3, the whole run)."""
+    minutes at each milestone (the last stage of Phase 1, phase3, the whole run), with its budget
+    (`budgets` False, for a run of some stages only: none, as they would not mean anything)."""
     probes = [row["probe_before"] for row in rows] + [final_probe]
     fastest, slowest = min(probes), max(probes)
     for i, row in enumerate(rows):
@@ -128,7 +131,7 @@ def summarise(rows: list[dict], final_probe: float) -> dict:
         part = rows[:end + 1]
         totals[name] = {key: round(sum(row[key] for row in part) / 60, 2)
                         for key in ("seconds", "at_fastest", "at_slowest")}
-        totals[name]["budget"] = BUDGETS.get(name)
+        totals[name]["budget"] = BUDGETS.get(name) if budgets else None
     return {"probe_seconds": {"fastest": round(fastest, 4), "slowest": round(slowest, 4)}, "totals": totals}
 
 
@@ -158,6 +161,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and one probe; run nothing")
     args = parser.parse_args(argv)
+    if args.probe_steps < 1:
+        parser.exit(2, f"bench_pipeline: error: --probe-steps must be at least 1, got {args.probe_steps}\n")
     repo = args.repo.resolve()
     if not (repo / "dvc.yaml").is_file():
         parser.exit(2, f"bench_pipeline: error: {repo} has no dvc.yaml\n")
@@ -171,7 +176,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"machine: {platform.machine()} ({vector_isa()}), {os.cpu_count()} cores, Python "
           f"{platform.python_version()}, torch {torch.__version__}, {torch.get_num_threads()} intra-op threads; "
           f"load average {load_average()}")
-    probe = Probe(repo / "params.yaml", args.probe_preset, args.probe_steps)
+    try:
+        probe = Probe(repo / "params.yaml", args.probe_preset, args.probe_steps)
+    except AegirError as exc:  # params.yaml unreadable, or no such preset
+        parser.exit(2, f"bench_pipeline: error: {exc}\n")
     if args.dry_run:
         for stage in order:
             print(f"{stage}: rm -rf {' '.join(states.get(stage, [])) or '(no state)'}; "
@@ -184,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
         before = probe()
         print(f"bench_pipeline: {stage} (probe {before:.3f} s)", flush=True)
         rows.append({"stage": stage, "probe_before": before, "seconds": run_stage(repo, stage, states.get(stage, []))})
-    summary = summarise(rows, probe())
+    summary = summarise(rows, probe(), budgets=not args.stages)
     print_table(rows, summary)
     if args.json:
         atomic.write_json(args.json, {"started": started, "finished": time.strftime("%Y-%m-%d %H:%M:%S"),

@@ -224,11 +224,14 @@ def test_pipeline_benchmark_times_stages_from_scratch_and_leaves_the_outputs(pro
     assert all(row["seconds"] > 0 and row["probe_before"] > 0 for row in figures["stages"])
     total = sum(row["seconds"] for row in figures["stages"]) / 60
     assert list(figures["totals"]) == ["all"] and abs(figures["totals"]["all"]["seconds"] - total) < 0.01
+    assert figures["totals"]["all"]["budget"] is None  # two stages: the 30-minute budget is the whole run's
     assert "through all" in proc.stdout
     assert tree_digest(project, outputs) == before
     assert "up to date" in run_tool(project, "dvc", "status").stdout
     bad = run_tool(project, sys.executable, script, "--stages", "phase9", check=False)
     assert bad.returncode == 2 and "no stage phase9" in bad.stderr
+    bad = run_tool(project, sys.executable, script, "--dry-run", "--probe-preset", "huge", check=False)
+    assert bad.returncode == 2 and "huge" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_results_travel_through_a_dvc_remote(project, tmp_path):
