@@ -65,6 +65,14 @@ def load_average() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
+def machine_line() -> str:
+    """The machine, Python, torch and its intra-op threads, and the load average: the first line
+    the benchmarks print."""
+    return (f"machine: {platform.machine()} ({vector_isa()}), {os.cpu_count()} cores, Python "
+            f"{platform.python_version()}, torch {torch.__version__}, {torch.get_num_threads()} intra-op threads; "
+            f"load average {load_average()}")
+
+
 def vector_isa() -> str:
     """The CPU's widest vector instruction set, as the kernels see it (`-march=native`: 16-float
     vectors with AVX-512, 8 with AVX2, 4 otherwise; `aegir.model.ops.wkv_cpu`), and the CPU's name:
@@ -190,9 +198,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     threads = torch.get_num_threads()
-    print(f"machine: {platform.machine()} ({vector_isa()}), {os.cpu_count()} cores, Python "
-          f"{platform.python_version()}, torch {torch.__version__}, {threads} intra-op threads; load average "
-          f"{load_average()}")
+    print(machine_line())
     peak_at_start = matmul_peak()
 
     batch = batch_of(args.data, args.batch_size, args.length)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -39,13 +38,15 @@ import time
 from pathlib import Path
 
 import torch
-from bench_phase1 import batch_of, load_average, vector_isa
+from bench_phase1 import batch_of, machine_line, vector_isa
 
 from aegir import atomic
 from aegir.config import load_params
 from aegir.errors import AegirError
 from aegir.model.network import AegirModel
+from aegir.pipeline import dvc_stages
 from aegir.train.setup import model_config
+from aegir.train.step import whole_batch_step
 
 BUDGETS = {"phase1": 15.0, "phase3": 25.0, "all": 30.0}  # minutes of the default `dvc repro` on 2 cores
 
@@ -56,16 +57,6 @@ def repro_order(repo: Path) -> list[str]:
     if proc.returncode:
         raise SystemExit(f"bench_pipeline: `dvc repro --dry --force` failed in {repo}:\n{proc.stderr.strip()}")
     return re.findall(r"Running stage '([^']+)'", proc.stdout)
-
-
-def persisted_outputs(repo: Path) -> dict[str, list[str]]:
-    """Per stage, its outputs marked `persist` (the resume states), as paths relative to `repo`."""
-    from dvc.repo import Repo
-
-    with Repo(str(repo)) as dvc_repo:
-        return {stage.addressing: [str(Path(out.fs_path).relative_to(repo.resolve())) for out in stage.outs
-                                   if out.persist]
-                for stage in dvc_repo.index.stages}
 
 
 def milestone(stage: str) -> str | None:
@@ -87,8 +78,7 @@ class Probe:
         self.steps = steps
 
     def _step(self) -> None:
-        loss, _ = self.model.loss(self.batch, self.model(self.batch))
-        loss.backward()
+        whole_batch_step(self.model, self.batch)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
 
@@ -172,10 +162,8 @@ def main(argv: list[str] | None = None) -> None:
         if unknown:
             parser.exit(2, f"bench_pipeline: error: no stage {', '.join(unknown)} (stages: {', '.join(order)})\n")
         order = [stage for stage in order if stage in args.stages]
-    states = persisted_outputs(repo)
-    print(f"machine: {platform.machine()} ({vector_isa()}), {os.cpu_count()} cores, Python "
-          f"{platform.python_version()}, torch {torch.__version__}, {torch.get_num_threads()} intra-op threads; "
-          f"load average {load_average()}")
+    states = {spec.name: list(spec.resume_state) for spec in dvc_stages(repo)}  # the `persist` outs
+    print(machine_line())
     try:
         probe = Probe(repo / "params.yaml", args.probe_preset, args.probe_steps)
     except AegirError as exc:  # params.yaml unreadable, or no such preset
