@@ -209,3 +209,76 @@ def test_calibration_lofo_never_maps_a_family_by_its_own_targets():
         assert not np.array_equal(before[name][groups == "b"], after[name][groups == "b"]), name
     with pytest.raises(ValueError, match="only one group"):
         script.held_out(Scored(probs, chosen, gold), np.full(n, "a"))
+
+
+def test_phase4_headroom_oracle_takes_always_only_where_it_gets_more_right():
+    import numpy as np
+
+    from aegir.eval.predict import TablePrediction
+
+    script = load_script("phase4_variants")
+
+    class Example:
+        def __init__(self, cta, cpa):
+            self.cta_labels, self.cpa_labels = np.array(cta), np.array(cpa)
+
+    def prediction(cta, cpa):
+        column = lambda ids: np.array(ids)[:, None]  # noqa: E731
+        return TablePrediction("t", column(cta), np.ones((len(cta), 1)), column(cpa), np.ones((len(cpa), 1)), None)
+
+    examples = [Example([1, 2, -1], [-1, 5, 6]), Example([3, 4], [-1, 7])]
+    never = [prediction([1, 0, 9], [5, 5, 0]), prediction([3, 4], [0, 7])]
+    always = [prediction([1, 2, 0], [0, 0, 6]), prediction([3, 0], [0, 7])]
+    right_never, right_always = script.table_correct(examples, never), script.table_correct(examples, always)
+    # column 0's CPA never counts (table 0's never guessed 5 at row 0: no hit); -1 is unlabelled
+    assert right_never.tolist() == [[1, 1], [2, 1]]
+    assert right_always.tolist() == [[2, 1], [1, 1]]
+    chosen = script.oracle(never, always, right_never, right_always)
+    assert chosen[0] is always[0] and chosen[1] is never[1]
+    tie = script.oracle(never, always, right_never, right_never)  # ties keep never
+    assert tie[0] is never[0] and tie[1] is never[1]
+
+
+def test_phase4_headroom_split_out_finds_a_signal_the_inputs_hold_and_none_where_they_do_not():
+    import numpy as np
+
+    script = load_script("phase4_variants")
+    rng = np.random.default_rng(0)
+    features, gains, consulted = {}, {}, {}
+    for split in ("a", "b", "c"):
+        x = rng.normal(size=(200, 5))
+        features[split] = x
+        gains[split] = np.where(x[:, 0] > 0, 1, -1) * rng.integers(1, 3, 200)  # always gains where x0 > 0
+        consulted[split] = np.zeros(200, dtype=bool)
+    out = script.split_out(features, gains, consulted)
+    for held, r in out.items():
+        assert r["auc"] > 0.95, held
+        gained = r["gained"]
+        assert gained["oracle"] >= gained["classifier"] > 0.8 * gained["oracle"] > gained["always"]
+        assert r["gained"]["learned_consult"] == 0
+    noise = {s: rng.normal(size=(200, 5)) for s in features}  # inputs that know nothing of the gain
+    out = script.split_out(noise, gains, consulted)
+    assert all(abs(r["auc"] - 0.5) < 0.15 for r in out.values())
+    with pytest.raises(ValueError, match="two splits"):
+        script.split_out({"a": features["a"]}, {"a": gains["a"]}, consulted)
+
+
+def test_phase4_headroom_opinion_features_read_the_disagreement():
+    import torch
+
+    script = load_script("phase4_variants")
+
+    class View:
+        def __init__(self, consult):
+            self.cta_logp = torch.tensor([[0.9, 0.1], [0.2, 0.8]]).log()
+            self.cpa_logp = torch.tensor([[0.5, 0.5], [0.7, 0.3]]).log()  # row 0: the subject, never read
+            self.consult = consult
+
+    agree = (torch.tensor([[0.8, 0.2], [0.1, 0.9]]).log(), torch.tensor([[0.0, 1.0], [0.6, 0.4]]).log())
+    differ = (torch.tensor([[0.3, 0.7], [0.1, 0.9]]).log(), torch.tensor([[1.0, 0.0], [0.2, 0.8]]).log())
+    f = script.opinion_features(View((agree, differ)))
+    assert len(f) == 10
+    # CTA: the mean opinion [[.55, .45], [.1, .9]] agrees on both columns; CPA (row 1 only): [.4, .6] vs 0.7 on label 0
+    assert f[0] == 0.0 and abs(f[1] - 0.725) < 1e-6 and abs(f[2] - 0.85) < 1e-6
+    assert f[5] == 1.0 and abs(f[6] - 0.6) < 1e-6 and abs(f[8] - 0.3) < 1e-6 and abs(f[9] - 0.4) < 1e-6
+    assert script.opinion_features(View(())) == [0.0] * 10
