@@ -23,6 +23,10 @@ and the cumulative minutes through `phase1`, through `phase3` and whole against 
 (15, 25 and 30 minutes on 2 cores). The scaling assumes a stage slows as the probe does: the
 probe is the stages' own kind of work (the model's training step), not a proof.
 
+`--probe-repeat N` runs the probe alone N times back to back, to tell the probe's own spread
+from the machine's: a run whose stages train at the same steps per second while its probes
+spread wider is reading probe noise.
+
 `--dry-run` prints the plan (stages, the state each would remove, the commands) and the probe
 once, and runs nothing.
 """
@@ -150,9 +154,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--probe-steps", type=int, default=3, help="timed training steps per probe (median)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and one probe; run nothing")
+    parser.add_argument("--probe-repeat", type=int, metavar="N",
+                        help="run no stage: the probe N times back to back, and their spread (how much of a "
+                             "run's probe spread is the probe's own)")
     args = parser.parse_args(argv)
     if args.probe_steps < 1:
         parser.exit(2, f"bench_pipeline: error: --probe-steps must be at least 1, got {args.probe_steps}\n")
+    if args.probe_repeat is not None and args.probe_repeat < 2:
+        parser.exit(2, f"bench_pipeline: error: --probe-repeat must be at least 2, got {args.probe_repeat}\n")
     repo = args.repo.resolve()
     if not (repo / "dvc.yaml").is_file():
         parser.exit(2, f"bench_pipeline: error: {repo} has no dvc.yaml\n")
@@ -168,6 +177,11 @@ def main(argv: list[str] | None = None) -> None:
         probe = Probe(repo / "params.yaml", args.probe_preset, args.probe_steps)
     except AegirError as exc:  # params.yaml unreadable, or no such preset
         parser.exit(2, f"bench_pipeline: error: {exc}\n")
+    if args.probe_repeat:
+        times = [probe() for _ in range(args.probe_repeat)]
+        print("probes: " + " ".join(f"{t:.3f}" for t in times) + f" s; slowest / fastest {max(times) / min(times):.2f} "
+              f"({args.probe_steps} steps each, median)")
+        return
     if args.dry_run:
         for stage in order:
             print(f"{stage}: rm -rf {' '.join(states.get(stage, [])) or '(no state)'}; "

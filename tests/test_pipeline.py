@@ -232,6 +232,13 @@ def test_pipeline_benchmark_times_stages_from_scratch_and_leaves_the_outputs(pro
     assert bad.returncode == 2 and "no stage phase9" in bad.stderr
     bad = run_tool(project, sys.executable, script, "--dry-run", "--probe-preset", "huge", check=False)
     assert bad.returncode == 2 and "huge" in bad.stderr and "Traceback" not in bad.stderr
+    repeat = run_tool(project, sys.executable, script, "--probe-repeat", "3", "--probe-preset", "tiny",
+                      "--probe-steps", "2").stdout  # the probe alone, three times: no stage runs
+    times = re.search(r"probes: ([\d.]+) ([\d.]+) ([\d.]+) s; slowest / fastest ([\d.]+)", repeat)
+    assert times and float(times[4]) >= 1.0 and "Running stage" not in repeat, repeat
+    assert tree_digest(project, outputs) == before
+    bad = run_tool(project, sys.executable, script, "--probe-repeat", "1", check=False)
+    assert bad.returncode == 2 and "at least 2" in bad.stderr
 
 
 def test_results_travel_through_a_dvc_remote(project, tmp_path):
