@@ -25,7 +25,9 @@ probe is the stages' own kind of work (the model's training step), not a proof.
 
 `--probe-repeat N` runs the probe alone N times back to back, to tell the probe's own spread
 from the machine's: a run whose stages train at the same steps per second while its probes
-spread wider is reading probe noise.
+spread wider is reading probe noise. The probe took 3 steps until 2026-11-29, when ten such
+probes back to back spread 1.13× and 1.26× on a quiet machine, ten of 15 steps 1.05×; 15 is the
+default since (about a second per probe).
 
 `--dry-run` prints the plan (stages, the state each would remove, the commands) and the probe
 once, and runs nothing.
@@ -74,7 +76,7 @@ class Probe:
     """A fixed workload timed in this process: `steps` training steps (forward, backward, AdamW)
     of `preset` on 2 tables of 1,025 random bytes, after one untimed step; the median."""
 
-    def __init__(self, params_path: Path, preset: str = "cpu", steps: int = 3):
+    def __init__(self, params_path: Path, preset: str = "cpu", steps: int = 15):
         torch.manual_seed(0)
         self.model = AegirModel(model_config(load_params(params_path), preset)).train()
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=True)
@@ -151,7 +153,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repo", type=Path, default=Path("."), help="the project (a git + DVC repository)")
     parser.add_argument("--stages", nargs="+", help="time only these stages (in dvc repro's order)")
     parser.add_argument("--probe-preset", default="cpu", help="the model preset of the pace probe")
-    parser.add_argument("--probe-steps", type=int, default=3, help="timed training steps per probe (median)")
+    parser.add_argument("--probe-steps", type=int, default=15,
+                        help="timed training steps per probe (median; 15: ten probes back to back spread 1.05×, "
+                             "against 1.13–1.26× at 3 steps, docs/benchmarks.md)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and one probe; run nothing")
     parser.add_argument("--probe-repeat", type=int, metavar="N",
