@@ -26,7 +26,6 @@ import argparse
 import csv
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
+from bench_phase1 import machine_line, vector_isa
 
 from aegir.annotate import annotate_files, annotate_workers
 from aegir.config import Params, load_params
@@ -164,16 +164,6 @@ def write_long_csv(path: Path, rows: int) -> float:
     return path.stat().st_size / 1e6
 
 
-def cpu_name() -> str:
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        name = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
-        flags = next(line for line in lines if line.startswith("flags")).split()
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
-    return f"{name}, {'AVX-512' if 'avx512f' in flags else 'AVX2' if 'avx2' in flags else 'no AVX2'}"
-
-
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--params", default="params.yaml")
@@ -189,10 +179,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     params = load_params(args.params)
-    figures: dict = {"cpu": cpu_name(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+    figures: dict = {"cpu": vector_isa(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                      "kinds": {}}
-    print(f"machine: {figures['cpu']}, {figures['cores']} cores, torch {torch.get_num_threads()} threads; "
-          f"Python {platform.python_version()}")
+    print(machine_line())
     with tempfile.TemporaryDirectory() as tmp:
         tables = [generate_table(params.synthetic, "test", index) for index in range(args.tables)]
         paths = write_tables(tables, Path(tmp) / "tables")

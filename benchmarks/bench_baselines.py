@@ -12,12 +12,11 @@ and whether the two matrices are equal bit for bit (they must be: the benchmark 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
 from pathlib import Path
 
 import numpy as np
+from bench_phase1 import machine_line
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 from aegir.config import REAL_SPLIT, TRAIN_SPLIT, load_params
@@ -46,8 +45,8 @@ def main(argv: list[str] | None = None) -> dict:
         parser.exit(2, f"bench_baselines: error: {exc}\n")
     settings = dict(analyzer="char_wb", ngram_range=(cfg.ngram_min, cfg.ngram_max), max_features=cfg.max_features,
                     sublinear_tf=True, dtype=np.float32)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
-          f"{len(docs):,} {args.task.upper()} training columns, {len(others):,} `{REAL_SPLIT}` columns")
+    print(machine_line())
+    print(f"{len(docs):,} {args.task.upper()} training columns, {len(others):,} `{REAL_SPLIT}` columns")
     best = {"scikit-learn": [float("inf")] * 2, "word-wise": [float("inf")] * 2}
     outputs = {}
     for _ in range(args.repeats):

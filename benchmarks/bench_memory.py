@@ -86,6 +86,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker:
         print(json.dumps(worker(args.worker, args.preset, args.steps, args.batch_size, args.data)))
         return
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_phase1 import machine_line  # here, not above: a worker must set its allocator before torch loads
+
+    print(machine_line())
     rows = []
     for _ in range(args.rounds):
         for mode in MODES:

@@ -16,6 +16,7 @@ import statistics
 import time
 
 import torch
+from bench_phase1 import machine_line
 
 from aegir.config import load_params
 from aegir.data.dataset import collate, load_examples
@@ -51,6 +52,7 @@ def main() -> None:
             optimizer.zero_grad(set_to_none=True)
             if i >= 2:
                 times.append(time.perf_counter() - start)
+    print(machine_line())
     print(f"preset {args.preset}, batch {tuple(batch.byte_ids.shape)}, {args.threads} threads, "
           f"ngram_max {configured.ngram_max}, ngram_buckets {configured.ngram_buckets}")
     medians = {}

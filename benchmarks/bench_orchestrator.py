@@ -17,12 +17,11 @@ table are printed beside them (they do not depend on how the reads are scheduled
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
 from pathlib import Path
 
 import torch
+from bench_phase1 import machine_line
 
 from aegir.config import SyntheticConfig, load_params
 from aegir.data.dataset import collate, examples_from_tables, load_examples
@@ -72,8 +71,8 @@ def main() -> None:
     batch = tables(args.data, args.batch_size)
     B, n = batch.batch_size, args.specialists
     encoded = orch.encode(batch)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads; primary {args.primary}, {n} × {args.specialist_preset} specialists, "
+    print(machine_line())
+    print(f"primary {args.primary}, {n} × {args.specialist_preset} specialists, "
           f"{B} tables of ≤ {batch.byte_ids.shape[1]} bytes")
     print(f"{'k':>2} {'batched ms':>11} {'one-at-a-time ms':>17} {'speed-up':>9} {'critical':>9} {'total':>6}")
     configs = [s.config for s in orch.specialists]

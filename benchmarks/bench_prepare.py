@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import tempfile
 import time
 from pathlib import Path
+
+from bench_phase1 import machine_line
 
 from aegir.config import load_params
 from aegir.data.prepare import prepare_splits, write_parquet
@@ -46,8 +47,7 @@ def main() -> None:
 
     n_tables = sum(len(t) for t in tables.values())
     mb = sum(sum(len(s) for s in a.column("stream").to_pylist()) for a in arrow.values()) / 1e6
-    print(f"machine: {platform.machine()} {platform.processor() or ''} {os.cpu_count()} cores, "
-          f"Python {platform.python_version()}")
+    print(machine_line())
     print(f"tables: {n_tables}, prepared bytes: {mb:.2f} MB (byte_budget {params.prepare.byte_budget})")
     for name, seconds in (("1 process", alone), (f"{args.processes} processes", parallel)):
         print(f"generate + serialize, {name:>11}: {seconds:7.2f} s  {n_tables / seconds:8.1f} tables/s  "

@@ -16,7 +16,6 @@ the first size's (a different batch changes float rounding, nothing else).
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import sys
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from bench_phase1 import machine_line
 
 from aegir import atomic
 from aegir.data.dataset import load_examples
@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         workers.close()
     first = args.sizes[0]
     rows = []
-    print(f"{platform.processor() or platform.machine()}, torch {torch.__version__}, {args.threads} worker thread(s); "
-          f"{len(examples)} tables of {args.split}, {args.repeats} rounds")
+    print(machine_line())
+    print(f"{args.threads} worker thread(s); {len(examples)} tables of {args.split}, {args.repeats} rounds")
     print(f"{'batch':>6} {'median s':>9} {'tables/s':>9} {'vs ' + str(first):>8} {'max |Δp|':>10}")
     for size in args.sizes:
         median = statistics.median(seconds[size])

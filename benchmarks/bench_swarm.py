@@ -22,6 +22,7 @@ import statistics
 import time
 
 import torch
+from bench_phase1 import machine_line
 
 from aegir.config import PrepareConfig, SyntheticConfig
 from aegir.data.synth import generate_wide
@@ -56,6 +57,7 @@ def main() -> None:
     prepare = PrepareConfig(byte_budget=1024, max_rows=20)
     keys = [(t, cols) for t in range(len(tables)) for cols in wide_subtasks(tables[t].num_columns, args.subagents)]
     examples = subtask_examples(tables, keys, prepare, "bench")
+    print(machine_line())
     print(f"{len(tables)} wide tables ({min(t.num_columns for t in tables)}–{max(t.num_columns for t in tables)} "
           f"columns), {args.subagents} sub-agents each: {len(examples)} sub-tasks of "
           f"{statistics.mean(len(e.byte_ids) for e in examples):.0f} bytes on average; "

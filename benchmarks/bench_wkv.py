@@ -15,12 +15,11 @@ without a C compiler its column says so and the rest still runs.
 from __future__ import annotations
 
 import argparse
-import platform
 import time
 
 import torch
 import torch.nn.functional as F
-from bench_phase1 import vector_isa
+from bench_phase1 import machine_line
 
 from aegir.model.chunking import EMA_PROB_EPS, ema_parallel
 from aegir.model.ops import wkv_chunked, wkv_cpu, wkv_naive, wkv_sequential
@@ -75,8 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    print(f"machine: {platform.platform()} | {vector_isa()} | "
-          f"torch {torch.__version__} | threads {torch.get_num_threads()}")
+    print(machine_line())
     print(f"config: B={args.batch} H={args.heads} K=V={args.head_size} float32 "
           f"chunk_size={args.chunk_size}, forward + backward (grads of all 7 inputs)")
     kernel = wkv_cpu.available() and args.head_size in wkv_cpu.HEAD_SIZES

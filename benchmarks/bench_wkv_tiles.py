@@ -29,8 +29,6 @@ the chunked form here, so that its steps run the form this benchmark measures.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -44,7 +42,7 @@ from aegir.model.ops import wkv as wkv_module
 from aegir.train.step import OneThreadWorkers, ShardedStep, whole_batch_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_phase1 import batch_of, load_average
+from bench_phase1 import batch_of, load_average, machine_line
 from bench_wkv import make_inputs
 
 ONE_TILE = 1 << 40  # TILE_MATRICES past any batch: the whole batch is one tile
@@ -114,8 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     default_tiles, code_default = args.tile_matrices, wkv_module.TILE_MATRICES
 
     threads = torch.get_num_threads()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"torch {torch.__version__}, {threads} intra-op threads; load average {load_average()}")
+    print(machine_line())
     batch = batch_of(args.data, args.batch_size, args.length)
     if (args.checkpoint / "config.json").is_file():
         model, _ = load_checkpoint(args.checkpoint)

@@ -142,7 +142,8 @@ def test_memory_benchmark_measures_both_modes_in_fresh_processes(tmp_path, capsy
     bench = load("bench_memory")
     bench.main(["--preset", "tiny", "--steps", "1", "--rounds", "1", "--batch-size", "2",
                 "--data", str(tmp_path / "no-data")])
-    lines = capsys.readouterr().out.splitlines()
+    machine, *lines = capsys.readouterr().out.splitlines()
+    assert machine.startswith("machine: ") and "cores" in machine  # bench_phase1.machine_line
     assert [line.split(":")[0].strip() for line in lines] == ["default", "retained", "median of default",
                                                               "median of retained"]
     assert all("faults" in line and "wall" in line for line in lines)
@@ -203,3 +204,17 @@ def test_phase1_benchmark_imports_the_model_of_either_layout():
         assert callable(module.AegirModel) and callable(module.preset), rev
         for name in [n for n in sys.modules if n.startswith("aegir_baseline")]:
             del sys.modules[name]  # the next revision imports afresh
+
+
+def test_every_cpu_benchmark_names_its_machine_with_the_shared_line():
+    """Each CPU benchmark prints bench_phase1.machine_line (CPU name, vector ISA, cores, torch and
+    its threads, load): figures from different CPU kinds must say which they came from. bench_device
+    (a GPU's) names its device instead; bench_phase1 defines the line."""
+    from conftest import BENCHMARKS
+
+    for path in sorted(BENCHMARKS.glob("bench_*.py")):
+        if path.stem in {"bench_phase1", "bench_device"}:
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert "print(machine_line())" in text, f"{path.name} prints no machine line"
+        assert 'print(f"machine:' not in text, f"{path.name} prints its own machine line"
