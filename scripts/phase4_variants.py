@@ -32,7 +32,7 @@ merge them or not, which costs no more critical steps than `always`. An AUC near
 policy over those inputs can beat both controls but by luck.
 
 Not part of `dvc repro`; the runs it measured are in docs/experiments.md ("Where Phase 4's gain
-on `real` lies", "How much a per-table policy could gain").
+on `real` lies", "How much a per-table spawning policy could gain, …").
 """
 
 from __future__ import annotations
