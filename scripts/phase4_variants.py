@@ -47,7 +47,7 @@ import torch
 from aegir import atomic
 from aegir.config import SPLITS, load_params
 from aegir.data.prepared import fingerprint as data_fingerprint
-from aegir.eval.predict import score
+from aegir.eval.predict import gold_and_predicted, score
 from aegir.eval.reads import StoredReads
 from aegir.labels import cta_vocab
 from aegir.model.checkpoint import checkpoint_fingerprint
@@ -78,16 +78,12 @@ def variants(swarm, data, max_subagents: int) -> dict[str, list[Decision]]:
 
 def table_correct(examples, predictions) -> np.ndarray:
     """(T, 2) int: per table, the labelled CTA columns and CPA pairs (column 0 left out) its
-    top-1 labels get right."""
+    top-1 labels get right: the pairs `score` counts (`aegir.eval.predict.gold_and_predicted`)."""
     out = np.zeros((len(examples), 2), dtype=np.int64)
     for t, (example, prediction) in enumerate(zip(examples, predictions, strict=True)):
-        for task, (gold, predicted) in enumerate(((example.cta_labels, prediction.cta_ids[:, 0]),
-                                                   (example.cpa_labels, prediction.cpa_ids[:, 0]))):
-            gold = np.asarray(gold)
-            hit = (gold >= 0) & (gold == np.asarray(predicted))
-            if task == 1:
-                hit[:1] = False
-            out[t, task] = int(hit.sum())
+        pairs = gold_and_predicted([example], [prediction])
+        for task, name in enumerate(("cta", "cpa")):
+            out[t, task] = sum(g == p for g, p in zip(*pairs[name], strict=True))
     return out
 
 

@@ -218,9 +218,13 @@ def test_phase4_headroom_oracle_takes_always_only_where_it_gets_more_right():
 
     script = load_script("phase4_variants")
 
+    from aegir.data.batch import IGNORE_INDEX
+
     class Example:
         def __init__(self, cta, cpa):
-            self.cta_labels, self.cpa_labels = np.array(cta), np.array(cpa)
+            self.cta_labels = np.array([IGNORE_INDEX if x == -1 else x for x in cta])
+            self.cpa_labels = np.array([IGNORE_INDEX if x == -1 else x for x in cpa])
+            self.num_columns = len(cta)
 
     def prediction(cta, cpa):
         column = lambda ids: np.array(ids)[:, None]  # noqa: E731
@@ -230,7 +234,7 @@ def test_phase4_headroom_oracle_takes_always_only_where_it_gets_more_right():
     never = [prediction([1, 0, 9], [5, 5, 0]), prediction([3, 4], [0, 7])]
     always = [prediction([1, 2, 0], [0, 0, 6]), prediction([3, 0], [0, 7])]
     right_never, right_always = script.table_correct(examples, never), script.table_correct(examples, always)
-    # column 0's CPA never counts (table 0's never guessed 5 at row 0: no hit); -1 is unlabelled
+    # column 0's CPA never counts (table 0's never guessed 5 at row 0: no hit); -1 stands for unlabelled
     assert right_never.tolist() == [[1, 1], [2, 1]]
     assert right_always.tolist() == [[2, 1], [1, 1]]
     chosen = script.oracle(never, always, right_never, right_always)
