@@ -169,13 +169,6 @@ def main(argv: list[str] | None = None) -> None:
     repo = args.repo.resolve()
     if not (repo / "dvc.yaml").is_file():
         parser.exit(2, f"bench_pipeline: error: {repo} has no dvc.yaml\n")
-    order = repro_order(repo)
-    if args.stages:
-        unknown = sorted(set(args.stages) - set(order))
-        if unknown:
-            parser.exit(2, f"bench_pipeline: error: no stage {', '.join(unknown)} (stages: {', '.join(order)})\n")
-        order = [stage for stage in order if stage in args.stages]
-    states = {spec.name: list(spec.resume_state) for spec in dvc_stages(repo)}  # the `persist` outs
     print(machine_line())
     try:
         probe = Probe(repo / "params.yaml", args.probe_preset, args.probe_steps)
@@ -186,6 +179,13 @@ def main(argv: list[str] | None = None) -> None:
         print("probes: " + " ".join(f"{t:.3f}" for t in times) + f" s; slowest / fastest {max(times) / min(times):.2f} "
               f"({args.probe_steps} steps each, median)")
         return
+    order = repro_order(repo)
+    if args.stages:
+        unknown = sorted(set(args.stages) - set(order))
+        if unknown:
+            parser.exit(2, f"bench_pipeline: error: no stage {', '.join(unknown)} (stages: {', '.join(order)})\n")
+        order = [stage for stage in order if stage in args.stages]
+    states = {spec.name: list(spec.resume_state) for spec in dvc_stages(repo)}  # the `persist` outs
     if args.dry_run:
         for stage in order:
             print(f"{stage}: rm -rf {' '.join(states.get(stage, [])) or '(no state)'}; "
