@@ -396,9 +396,12 @@ def test_exp_run_on_lambda_reruns_phase2_not_phase1(project):
     header = next(line for line in shown.splitlines() if "Experiment" in line)
     assert "…" not in header and "/" not in header, shown
     assert {"lambda.early"} | {f"minutes.{stage}" for stage in wall_moved} <= set(header.split()), shown
-    # every figure `dvc metrics diff` saw move has its column (which ones move at this scale is
-    # the float rounding's business: with three experts the tiny swarm's F1 stayed put)
-    assert moved_names and moved_names <= set(header.split()), (moved_names, shown)
+    # every figure `dvc metrics diff` saw move has its column. Which ones move at this scale is
+    # the float rounding's business: with three experts the tiny swarm's F1 stayed put, and on a
+    # 2-core AMD EPYC (CI, stop 62) no F1 and no wall minute moved at all, so none may be shown
+    assert moved_names <= set(header.split()), (moved_names, shown)
+    if not moved_names:  # then the table holds the experiment and its one changed param, no figure
+        assert set(header.split()) - {"Experiment", "Created", "lambda.early"} == set(), shown
     (project / "exp_show_only_changed.txt").write_text(shown)
 
 
