@@ -14,7 +14,8 @@ the fused orchestrator and its control, so each seed is a paired comparison.
 
 Prints, per split (`--splits`, CTA and CPA micro-F1): every variant's mean over the seeds and its
 range, and the fused orchestrator's margin over the control, the Phase 1 primary and the
-output-level ensemble per seed: issue 34's target is fused ≥ both controls + 2 CTA on
+output-level ensemble (and the fused model before its vote, `seam`, where the runs have it)
+per seed: issue 34's target is fused ≥ both controls + 2 CTA on
 `corner_cases` and `real`, on the mean, with the same sign in every seed. `--json` writes the
 same figures. docs/experiments.md holds the runs this script measured.
 """
@@ -34,6 +35,9 @@ from aegir.errors import AegirError
 
 VARIANTS = ("phase1", "control", "fused", "ensemble")
 MARGINS = ("control", "phase1", "ensemble")  # the fused model's margin over each
+# reported (with the fused model's margin over it) where every seed's scores.json has it:
+# `seam`, the fused model before its vote (runs from before the output seam lack it)
+OPTIONAL = ("seam",)
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -73,15 +77,16 @@ def compare(runs: dict[int, dict], splits: list[str]) -> dict:
     """{task: {split: {"variants": {name: {"mean", "min", "max"}}, "margins": {other: {"per_seed",
     "mean", "same_sign"}}}}} over `runs` (seed → scores.json)."""
     out: dict = {}
+    names = VARIANTS + tuple(name for name in OPTIONAL if all(name in s for s in runs.values()))
     for task in ("cta", "cpa"):
         for split in splits:
-            f1 = {seed: {name: s[name][task][split]["micro_f1"] for name in VARIANTS} for seed, s in runs.items()}
+            f1 = {seed: {name: s[name][task][split]["micro_f1"] for name in names} for seed, s in runs.items()}
             variants = {}
-            for name in VARIANTS:
+            for name in names:
                 values = [by_name[name] for by_name in f1.values()]
                 variants[name] = {"mean": round(statistics.fmean(values), 2), "min": min(values), "max": max(values)}
             margins = {}
-            for other in MARGINS:
+            for other in MARGINS + names[len(VARIANTS):]:
                 per_seed = {seed: round(by_name["fused"] - by_name[other], 2) for seed, by_name in f1.items()}
                 values = list(per_seed.values())
                 margins[other] = {"per_seed": per_seed, "mean": round(statistics.fmean(values), 2),

@@ -470,6 +470,18 @@ def test_phase3_seeds_script_compares_paired_seeds(tmp_path):
     assert margin["per_seed"] == {"0": 2.0, "1": 0.5, "2": -1.0} and margin["mean"] == 0.5
     assert not margin["same_sign"] and "signs differ" in proc.stdout
     assert figures["margins"]["phase1"]["per_seed"] == {"0": 2.0, "1": 1.0, "2": -1.0}
+    assert "seam" not in figures["variants"]  # seed 0 has no `seam` (a run from before the vote)
+    # with `seam` in every seed: its figures, and the fused model's margin over it
+    for name, fused in (("main.json", 92.0), ("seed1/scores.json", 91.0), ("seed2/scores.json", 89.0)):
+        data = json.loads((tmp_path / name).read_text())
+        data["seam"] = {task: {split: {"micro_f1": fused - 0.5} for split in ("corner_cases", "real")}
+                        for task in ("cta", "cpa")}
+        (tmp_path / name).write_text(json.dumps(data))
+    proc = subprocess.run(cmd, env=tool_env(ROOT), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    figures = json.loads(out.read_text())["figures"]["cta"]["real"]
+    assert figures["variants"]["seam"] == {"mean": 90.17, "min": 88.5, "max": 91.5}
+    assert figures["margins"]["seam"] == {"per_seed": {"0": 0.5, "1": 0.5, "2": 0.5}, "mean": 0.5, "same_sign": True}
     # a scores.json that is not Phase 3's
     (tmp_path / "seed2/scores.json").write_text(json.dumps({"fused": {}}))
     proc = subprocess.run(cmd, env=tool_env(ROOT), capture_output=True, text=True, timeout=120)

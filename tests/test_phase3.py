@@ -222,7 +222,9 @@ def test_phase4_reports_the_swarm_and_a_killed_run_resumes_to_the_same_bytes(tin
     # long enough to be killed mid-training; no cost per critical step, so that the tiny policy
     # spawns on some tables (the product reading below has something to move: with the default
     # tiny cost it spawned on none after the generator drew coordinates anywhere)
-    longer = deep_update(params, {"phase4": {"steps": 24, "step_cost": 0.0}})
+    # (seed 1: with the output seam the seed-0 policy spawned on no table, seeds 1-3 on every one,
+    # on a 2-core AMD EPYC)
+    longer = deep_update(params, {"phase4": {"steps": 24, "step_cost": 0.0, "seed": 1}})
     (tiny_phase1 / "p4.yaml").write_text(yaml.safe_dump(longer, sort_keys=False))
     run_module(tiny_phase1, *phase4_args("s4", "p4.yaml"))
     kill_at_saved_step([sys.executable, "-m", *phase4_args("s4killed", "p4.yaml")], tiny_phase1, tool_env(ROOT),
@@ -330,7 +332,8 @@ def test_phase4_reports_the_swarm_and_a_killed_run_resumes_to_the_same_bytes(tin
         assert set(means) == set(domains), split
         for domain, tables in domains.items():  # (each mean rounded to 4 places)
             assert means[domain] * tables == pytest.approx(round(means[domain] * tables), abs=1e-4 * tables)
-            assert 0 <= means[domain] <= cap + 3 or spawn["deep_rate"] > 0, (split, domain)  # + second opinions
+            # + a second opinion of each sub-agent kind
+            assert 0 <= means[domain] <= cap + len(longer["phase4"]["specialists"]) or spawn["deep_rate"] > 0, (split, domain)
         weighted = sum(means[domain] * tables for domain, tables in domains.items()) / sum(domains.values())
         assert weighted == pytest.approx(spawn["mean_subagents"], abs=2e-4), split
     # the training charged each decision's added critical steps (phase4.step_cost): the reward

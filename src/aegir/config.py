@@ -380,6 +380,7 @@ class Phase3Config:
     stream_gate_init: float = 0.0  # the stream seam's gates at the start (0: the untrained orchestrator is Phase 1)
     column_seam: bool = False  # also mix the specialists' column vectors into the primary's before its heads (needs stream_seam)
     column_gate_init: float = 1.0  # each activated specialist's weight in that mix at the start (the primary's is 1)
+    vote: bool = False  # the output seam: the fused model's labels averaged with the activated specialists' (evaluation and use, never training)
     kl_coef: float = 0.0  # per-token KL(π_old‖π_new) penalty (0 = off)
     critical_weight: float = 2.0  # token weight of routing decisions (label tokens weigh 1)
     clip_start: float = 0.2  # PPO ε at the start …

@@ -68,7 +68,8 @@ def save_orchestrator(directory: str | Path, orch: SwarmOrchestrator, specialist
     tensors = {name: p for name, p in orch.state_dict().items() if not name.startswith("specialists.")}
     payload = {"model": asdict(orch.primary.config),
                "orchestrator": {"activation_threshold": orch.activation_threshold, "specialists": specialists,
-                                "stream_seam": orch.stream_seam, "column_seam": orch.column_seam},
+                                "stream_seam": orch.stream_seam, "column_seam": orch.column_seam,
+                                "vote": orch.vote},
                **extra}
     return write_checkpoint(directory, tensors, payload)
 
@@ -105,8 +106,11 @@ def load_orchestrator(directory: str | Path, device: str | torch.device = "cpu")
     if not isinstance(column_seam, bool) or (column_seam and not stream_seam):
         raise CheckpointError(config_path, f"column_seam must be true or false (true only with stream_seam), "
                                            f"got {column_seam!r}")
+    vote = meta.get("vote", False)  # checkpoints from before the output seam: off
+    if not isinstance(vote, bool):
+        raise CheckpointError(config_path, f"vote must be true or false, got {vote!r}")
     orch = build_orchestrator(AegirModel(primary_config), specialists, float(threshold), stream_seam=stream_seam,
-                              column_seam=column_seam)
+                              column_seam=column_seam, vote=vote)
     frozen = {name: p for name, p in orch.state_dict().items() if name.startswith("specialists.")}
     load_weights(orch, {**tensors, **frozen}, directory / WEIGHTS_FILE)
     return orch.to(device).eval(), config_dict

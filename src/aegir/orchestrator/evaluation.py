@@ -12,7 +12,7 @@ reads (aegir.eval.reads). `aegir.stages.phase3` runs `evaluate_all` after traini
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -57,12 +57,14 @@ def predict_variants(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase
     """Predictions of every model Phase 3 reports, one pass per model over `examples`:
     `phase1`, `control`, `fused` (routed), each frozen specialist alone (by name), and
     `ensemble` — (d), the output-level ensemble Phase 2 used as its routed r_perf: the mean
-    softmax of the Phase 1 primary and the specialists the fused router activated.
+    softmax of the Phase 1 primary and the specialists the fused router activated; and `seam`,
+    the fused model before its vote (`SwarmOrchestrator.voted`: the state seam alone; the same
+    as `fused` where the orchestrator does not vote).
 
     stored: per frozen model ("phase1" or a specialist's name), its label distributions on each
     of `examples` as Phase 1 stored them (aegir.eval.reads): that model is not run again."""
     stored = stored or {}
-    names = ["phase1", "control", "fused", "ensemble", *fused.specialist_names]
+    names = ["phase1", "control", "fused", "ensemble", "seam", *fused.specialist_names]
     out: dict[str, list] = {name: [None] * len(examples) for name in names}
     device = model_device(fused)
     for indices in eval_batches(examples, batch_size):
@@ -90,8 +92,12 @@ def predict_variants(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase
         results = {"phase1": predictions_from_probs(*primary_probs, rows, top_k),
                    "control": table_predictions(control.primary(batch), rows, top_k),
                    "fused": table_predictions(routed, rows, top_k),
+                   "seam": (table_predictions(replace(routed, output=routed.seam_output), rows, top_k)
+                            if routed.seam_output is not None else None),
                    "ensemble": predictions_from_probs(*mean, rows, top_k, mask),
                    **{name: predictions_from_probs(*a, rows, top_k) for name, a in zip(fused.specialist_names, alone)}}
+        if results["seam"] is None:  # no vote: the state seam's output is the fused one
+            results["seam"] = results["fused"]
         for name, predictions in results.items():
             for i, prediction in zip(indices, predictions):
                 out[name][i] = prediction
@@ -182,7 +188,8 @@ def predict_variants_shared(fused: SwarmOrchestrator, control: SwarmOrchestrator
     return {name: workers.interleave([share[name] for share in shares]) for name in shares[0]}
 
 
-VARIANTS = ("phase1", "control", "fused", "ensemble")  # what Phase 3 reports, (a) (b) (c) (d)
+# what Phase 3 reports: (a) (b) (c) (d) of the design, and (c) before its vote
+VARIANTS = ("phase1", "control", "fused", "ensemble", "seam")
 
 
 def evaluate_all(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase1: AegirModel,

@@ -12,6 +12,8 @@ One forward, in the order the work depends on itself:
     fusion           aligned, gated per head, masked by the activation (`RWKVStateFusion`)
     primary rest     main network from the fused initial state → dechunk → decoder (+ the fused
                      specialist streams) → columns → heads
+    vote             (`annotate`, with `vote` on) the mean softmax of those heads and each
+                     activated specialist's own heads on its stream: the output seam
 
 `forward(batch)` with `routing_hidden=None` runs the primary alone and is exactly the Phase 1
 model's forward, so one object serves supervised and PARL training (and the no-specialist
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn as nn
@@ -46,7 +48,9 @@ class OrchestratorOutput:
     activation_mask:     (B, S) bool, or None when the primary ran alone
     decision:            the router's `RouterDecision` (scores, log-probs, token mask), or None
     main_initial_state:  the fused state the primary's main network started from, or None
-    seconds:             wall-clock per stage: prefix, each specialist, fusion, rest
+    seconds:             wall-clock per stage: prefix, each specialist, fusion, rest (, vote)
+    seam_output:         after the vote (`SwarmOrchestrator.voted`), the primary's output before
+                         it: what the state seam alone gives; None where no vote was taken
     """
 
     output: AegirOutput
@@ -55,6 +59,7 @@ class OrchestratorOutput:
     decision: RouterDecision | None = None
     main_initial_state: list[LayerState] | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    seam_output: AegirOutput | None = None
 
 
 def select_encoded(encoded: EncoderOutput, rows: torch.Tensor) -> EncoderOutput:
@@ -77,12 +82,12 @@ class SwarmOrchestrator(nn.Module):
     """primary_model: the trainable `AegirModel`; specialists: name → frozen `AegirModel`;
     fusion: `RWKVStateFusion` over the primary's main heads, one agent per specialist;
     d_model: the primary's width (the router's input); activation_threshold: a gate opens in
-    evaluation when its score exceeds it. With no specialists it is the primary alone (the
-    Phase 3 control)."""
+    evaluation when its score exceeds it; vote: `annotate` ends with the output seam (`voted`).
+    With no specialists it is the primary alone (the Phase 3 control)."""
 
     def __init__(self, primary_model: AegirModel, specialists: dict[str, AegirModel],
                  fusion: RWKVStateFusion, d_model: int, activation_threshold: float = 0.5,
-                 router_init_rate: float | None = None):
+                 router_init_rate: float | None = None, vote: bool = False):
         super().__init__()
         if d_model != primary_model.config.d_model:
             raise ValueError(f"d_model {d_model} is not the primary's {primary_model.config.d_model}")
@@ -98,6 +103,7 @@ class SwarmOrchestrator(nn.Module):
                                         for model in specialists.values())
         self.fusion = fusion
         self.activation_threshold = activation_threshold
+        self.vote = vote
         has_router = len(specialists) > 0
         self.router_norm = nn.LayerNorm(d_model) if has_router else None
         self.router = SpecialistRouter(d_model, len(specialists), init_rate=router_init_rate) if has_router else None
@@ -250,10 +256,45 @@ class SwarmOrchestrator(nn.Module):
             activation_mask=mask, decision=decision, main_initial_state=state, seconds=seconds)
 
     def annotate(self, batch: Batch) -> OrchestratorOutput:
-        """Evaluation: the whole routed forward with thresholded routing."""
+        """Evaluation: the whole routed forward with thresholded routing, then the vote."""
         encoded = self.encode(batch)
         hidden = self.routing_hidden(batch, encoded) if self.num_specialists else None
-        return self(batch, hidden, encoded=encoded)
+        return self.voted(batch, self(batch, hidden, encoded=encoded))
+
+    def voted(self, batch: Batch, out: OrchestratorOutput) -> OrchestratorOutput:
+        """The output seam: with `vote` on, `out` (a forward of `batch`) with its label logits
+        replaced by the log of the mean softmax of its own heads and the heads of every
+        specialist its row activated, as they read the batch for the fusion (their labels the
+        column seam computed, else their heads on their stream, else their whole forward); the output
+        before, in `seam_output`. A row that activated none keeps its distribution. Unchanged
+        with `vote` off or no routing. Training never votes: PARL's policy is the seam's."""
+        if not self.vote or out.activation_mask is None:
+            return out
+        from aegir.orchestrator.ensemble import ensemble_probs  # the ensemble Phase 3 reports
+
+        start = time.perf_counter()
+        own: list[tuple[torch.Tensor, torch.Tensor] | None] = []
+        for name, specialist in zip(self.specialist_names, self.specialists):
+            read = out.specialist_outputs.get(name)
+            if read is None:  # no row activated it
+                own.append(None)
+            elif read.labels is not None:  # the column seam ran its heads already
+                own.append(read.labels)
+            elif read.stream is not None:
+                own.append(specialist.model.label_logits(batch, read.stream)[:2])
+            else:
+                whole = specialist.model(batch)
+                own.append((whole.cta_logits, whole.cpa_logits))
+
+        def mean_log_prob(task: int, logits: torch.Tensor) -> torch.Tensor:
+            return ensemble_probs(logits.float().softmax(-1),
+                                  [None if o is None else o[task].float().softmax(-1) for o in own],
+                                  out.activation_mask).log()
+
+        seam = out.output
+        output = replace(seam, cta_logits=mean_log_prob(0, seam.cta_logits), cpa_logits=mean_log_prob(1, seam.cpa_logits))
+        seconds = {**out.seconds, "vote": time.perf_counter() - start}
+        return replace(out, output=output, seam_output=seam, seconds=seconds)
 
 
 @torch.no_grad()
@@ -290,14 +331,15 @@ def open_seam_gates(orch: SwarmOrchestrator, gates: dict[str, dict]) -> None:
 def build_orchestrator(primary: AegirModel, specialists: dict[str, AegirModel],
                        activation_threshold: float = 0.5,
                        router_init_rate: float | None = None, stream_seam: bool = False,
-                       column_seam: bool = False) -> SwarmOrchestrator:
+                       column_seam: bool = False, vote: bool = False) -> SwarmOrchestrator:
     """A `SwarmOrchestrator` over `primary` with a fresh fusion (zero gates) over `specialists`;
     `stream_seam` adds the specialists' byte streams to the fused state, `column_seam` mixes
-    their column vectors into the primary's (`RWKVStateFusion`; it needs the stream seam)."""
+    their column vectors into the primary's (`RWKVStateFusion`; it needs the stream seam),
+    `vote` ends `annotate` with the output seam (`SwarmOrchestrator.voted`)."""
     cfg = primary.config
     if column_seam and not stream_seam:
         raise ValueError("the column seam needs the stream seam (it reads the specialists' streams)")
     fusion = RWKVStateFusion(cfg.d_model // cfg.head_size, cfg.head_size, len(specialists), cfg.main_layers,
                              stream=stream_seam and len(specialists) > 0,
                              columns=column_seam and len(specialists) > 0)
-    return SwarmOrchestrator(primary, specialists, fusion, cfg.d_model, activation_threshold, router_init_rate)
+    return SwarmOrchestrator(primary, specialists, fusion, cfg.d_model, activation_threshold, router_init_rate, vote)

@@ -42,26 +42,31 @@ from aegir.model.rwkv import LayerState
 class SpecialistRead:
     """What one specialist hands over for a batch. states: its main network's final state per
     layer, (B, H_s, K_s, K_s) wkv and (B, D_s) token-shift vectors; stream: its decoder's
-    output per byte, (B, T, D_s), or None when the stream seam is off."""
+    output per byte, (B, T, D_s), or None when the stream seam is off; with the column seam,
+    columns: its column vectors (B, C, D_s), and labels: the CTA and CPA logits its own heads
+    gave on them (computed with the columns anyway; the output seam's votes), else None."""
 
     states: list[LayerState]
     stream: torch.Tensor | None = None
-    columns: torch.Tensor | None = None  # its column vectors (B, C, D_s), with the column seam
+    columns: torch.Tensor | None = None
+    labels: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def _tensors(self) -> list[torch.Tensor | None]:
+        return [self.stream, self.columns, *(self.labels or (None, None))]
+
+    def _rebuilt(self, states: list[LayerState], tensors: list[torch.Tensor | None]) -> SpecialistRead:
+        stream, columns, cta, cpa = tensors
+        return SpecialistRead(states, stream, columns, None if cta is None else (cta, cpa))
 
     def select(self, rows: torch.Tensor) -> SpecialistRead:
-        return SpecialistRead([s.select(rows) for s in self.states],
-                              None if self.stream is None else self.stream[rows],
-                              None if self.columns is None else self.columns[rows])
+        return self._rebuilt([s.select(rows) for s in self.states],
+                             [None if t is None else t[rows] for t in self._tensors()])
 
     def scatter(self, rows: torch.Tensor, batch_size: int) -> SpecialistRead:
         """Rows `rows` of a batch of `batch_size`; the other rows hold zeros."""
-        stream = None
-        if self.stream is not None:
-            stream = self.stream.new_zeros(batch_size, *self.stream.shape[1:]).index_copy(0, rows, self.stream)
-        columns = None
-        if self.columns is not None:
-            columns = self.columns.new_zeros(batch_size, *self.columns.shape[1:]).index_copy(0, rows, self.columns)
-        return SpecialistRead([s.scatter(rows, batch_size) for s in self.states], stream, columns)
+        return self._rebuilt([s.scatter(rows, batch_size) for s in self.states],
+                             [None if t is None else t.new_zeros(batch_size, *t.shape[1:]).index_copy(0, rows, t)
+                              for t in self._tensors()])
 
 
 class FrozenSpecialist(nn.Module):
@@ -96,8 +101,10 @@ class FrozenSpecialist(nn.Module):
         encoded = model.encode(batch)
         if self.stream:
             stream, final_state = model.byte_stream(batch, encoded)
-            columns = model.label_logits(batch, stream)[2] if self.columns else None
-            return SpecialistRead(final_state, stream, columns)
+            if not self.columns:
+                return SpecialistRead(final_state, stream)
+            cta, cpa, columns = model.label_logits(batch, stream)
+            return SpecialistRead(final_state, stream, columns, (cta, cpa))
         chunk_h, chunk_mask = chunk(encoded.hidden, encoded.routing.boundary_mask)  # (B, L, D_s)
         _, final_state = model.main(chunk_h, chunk_mask)
         return SpecialistRead(final_state)

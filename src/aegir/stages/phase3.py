@@ -123,7 +123,8 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
         torch.manual_seed(cfg.seed)
         primary = load_checkpoint(models_dir / "primary")[0].train()
         orch = build_orchestrator(primary, specialists if with_specialists else {}, cfg.activation_threshold,
-                                  cfg.router_init_rate, stream_seam=cfg.stream_seam, column_seam=cfg.column_seam)
+                                  cfg.router_init_rate, stream_seam=cfg.stream_seam, column_seam=cfg.column_seam,
+                                  vote=cfg.vote)
         if with_specialists and orch.stream_seam:
             with torch.no_grad():
                 orch.fusion.stream_gate.fill_(cfg.stream_gate_init)

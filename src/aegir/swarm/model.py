@@ -151,7 +151,7 @@ def table_views(orch: SwarmOrchestrator, examples: list[Example], batch_size: in
         batch = collate([examples[i] for i in indices])
         encoded = orch.encode(batch)
         hidden = orch.primary.routing_hidden(batch, encoded)
-        routed = orch(batch, hidden if orch.num_specialists else None, encoded=encoded)
+        routed = orch.voted(batch, orch(batch, hidden if orch.num_specialists else None, encoded=encoded))
         cta = torch.log_softmax(routed.output.cta_logits.float(), -1)
         cpa = torch.log_softmax(routed.output.cpa_logits.float(), -1)
         for row, i in enumerate(indices):
