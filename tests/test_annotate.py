@@ -36,6 +36,7 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
     whose policy spawns sub-agents, asks for second opinions and runs deep search."""
     root = tmp_path_factory.mktemp("checkpoints")
     orch, primary = orchestrator(threshold=0.01)  # (nearly) every specialist activated
+    orch.vote = True  # as params.yaml's phase3.vote: the labels voted with the activated experts'
     open_gates(orch)
     dirs = {name: save_checkpoint(root / "phase1" / name, specialist.model, {"params": PARAMS})
             for name, specialist in zip(orch.specialist_names, orch.specialists)}
@@ -103,6 +104,13 @@ def test_a_file_read_lazily_is_annotated_as_the_whole_file(tmp_path, checkpoints
 
     if kind == "phase3":
         assert got[0]["specialists"]["activated"]
+        # the orchestrator votes with the experts it activated, and the text says so
+        from aegir.inference import format_annotations
+
+        assert got[0]["specialists"]["vote"] is True
+        assert "; labels voted with theirs;" in format_annotations(got[0])
+        quiet = {**got[0], "specialists": {**got[0]["specialists"], "vote": False}}
+        assert "voted" not in format_annotations(quiet)
 
 
 class RefusingAnnotator:

@@ -224,6 +224,8 @@ class CheckpointAnnotator:
                 result["specialists"] = {
                     "activated": [n for n, on in zip(annotator.specialists, prediction.activation) if on],
                     "available": annotator.specialists,
+                    # the output seam: the labels are the orchestrator's averaged with the activated ones'
+                    "vote": bool(getattr(annotator.model, "vote", False)),
                     **annotator.steps(prediction.activation),
                 }
         else:
@@ -295,7 +297,8 @@ def format_annotations(result: dict) -> str:
                      f"(weights CTA {result['joint_decoding']['cta']:g}, CPA {result['joint_decoding']['cpa']:g})")
     if "specialists" in result:
         s = result["specialists"]
-        lines.append(f"specialists activated: {', '.join(s['activated']) or 'none'} (of {', '.join(s['available'])}); "
+        voted = "; labels voted with theirs" if s.get("vote") and s["activated"] else ""
+        lines.append(f"specialists activated: {', '.join(s['activated']) or 'none'} (of {', '.join(s['available'])}){voted}; "
                      f"{s['critical_steps']} critical steps, {s['total_steps']} total")
     for n, row in enumerate(rows):
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4])
