@@ -104,12 +104,18 @@ def test_parl_rollouts_with_the_column_seam_equal_k_separate_forwards_and_train_
     assert all(p.grad is None for p in orch.specialists.parameters())  # the specialists stay frozen
 
 
+def saved(orch, root):
+    """`orch` saved under `root/phase3` beside its specialists' checkpoints (`root/phase1/<name>`):
+    the checkpoint directory and its config.json."""
+    dirs = {name: save_checkpoint(root / "phase1" / name, specialist.model)
+            for name, specialist in zip(orch.specialist_names, orch.specialists)}
+    out = save_orchestrator(root / "phase3", orch, dirs)
+    return out, json.loads((out / "config.json").read_text())
+
+
 def test_the_column_seam_is_saved_rebuilt_and_checked(tmp_path):
     orch = column_orchestrator()
-    dirs = {name: save_checkpoint(tmp_path / "phase1" / name, specialist.model)
-            for name, specialist in zip(orch.specialist_names, orch.specialists)}
-    out = save_orchestrator(tmp_path / "phase3", orch, dirs)
-    config = json.loads((out / "config.json").read_text())
+    out, config = saved(orch, tmp_path)
     assert config["orchestrator"]["column_seam"] is True
     loaded, _ = load_orchestrator(out)
     assert loaded.column_seam

@@ -365,15 +365,15 @@ def test_distillation_with_the_stream_seam_takes_the_specialists_labels_from_the
     its whole forward; the distillation term then matches the one from whole forwards."""
     from dataclasses import replace
 
-    from aegir.rl.parl import distill_loss, specialist_logits
+    from aegir.rl.parl import distill_loss
 
     orch, _ = orchestrator(stream_seam=True)
     open_gates(orch, seed=2)
     batch = make_batch(MORE_TABLES, **LABELLED)
     settings = replace(parl_settings(rollouts=2), distill_weight=1.0)
     rollouts, forward = collect_rollouts(orch, batch, settings, 0.3, 0.1, torch.Generator().manual_seed(0))
-    from_reads = specialist_logits(orch, batch, rollouts.reads)
-    whole = specialist_logits(orch, batch)  # no reads: every specialist's whole forward
+    from_reads = orch.specialist_logits(batch, rollouts.reads)
+    whole = orch.specialist_logits(batch)  # no reads: every specialist's whole forward
     read_any = False
     for s, read in enumerate(rollouts.reads):
         if read is None:
@@ -400,16 +400,15 @@ def test_a_specialist_no_rollout_read_is_left_out_of_the_teacher_to_the_bit():
     out: the same bits as weighting its labels by zero on every row; a None for a specialist
     that is activated somewhere is an error."""
     from aegir.orchestrator.ensemble import ensemble_probs
-    from aegir.rl.parl import specialist_logits
 
     orch, _ = orchestrator(stream_seam=True)
     batch = make_batch(MORE_TABLES, **LABELLED)
     chosen = torch.zeros(batch.batch_size, orch.num_specialists, dtype=torch.bool)
     chosen[:, 0] = True
     reads = orch.read_specialists(batch, chosen)
-    own = specialist_logits(orch, batch, reads)
+    own = orch.specialist_logits(batch, reads)
     assert own[0] is not None and all(o is None for o in own[1:])
-    whole = specialist_logits(orch, batch)  # no reads: every specialist's whole forward
+    whole = orch.specialist_logits(batch)  # no reads: every specialist's whole forward
     assert all(o is not None for o in whole)
 
     generator = torch.Generator().manual_seed(0)

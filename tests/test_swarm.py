@@ -430,7 +430,7 @@ def test_ensemble_output_is_the_mean_softmax_of_the_activated():
     others = [replace(base, cta_logits=torch.randn(base.cta_logits.shape, generator=g),
                       cpa_logits=torch.randn(base.cpa_logits.shape, generator=g)) for _ in range(2)]
     mask = torch.tensor([[True, False], [True, True]])
-    out = ensemble_output(base, others, mask)
+    out = ensemble_output(base, [(o.cta_logits, o.cpa_logits) for o in others], mask)
     for b, agents in ((0, [base, others[0]]), (1, [base, *others])):
         want = torch.stack([a.cta_logits[b].softmax(-1) for a in agents]).mean(0)
         assert torch.allclose(out.cta_logits[b].exp(), want, atol=1e-6)
@@ -516,8 +516,7 @@ def test_phase3_scoring_from_stored_distributions_equals_running_the_models(tmp_
         batch = collate(rows)
         with torch.no_grad():
             routed = fused.annotate(batch)
-            output = ensemble_output(primary(batch), [s.model(batch) for s in fused.specialists],
-                                     routed.activation_mask)
+            output = ensemble_output(primary(batch), fused.specialist_logits(batch), routed.activation_mask)
             want = table_predictions(OrchestratorOutput(output=output, activation_mask=routed.activation_mask), rows,
                                      ALL_LABELS)
         for i, b in zip(indices, want):

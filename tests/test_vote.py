@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from aegir.config import Phase3Config
-from aegir.model.checkpoint import CheckpointError, save_checkpoint
-from aegir.orchestrator.checkpoint import load_orchestrator, save_orchestrator
+from aegir.model.checkpoint import CheckpointError
+from aegir.orchestrator.checkpoint import load_orchestrator
 from aegir.orchestrator.model import build_orchestrator
+from test_column_seam import saved
 from test_model import make_batch
 from test_swarm import MORE_TABLES, open_gates, tiny
 
@@ -83,10 +84,7 @@ def test_training_forwards_never_vote():
 
 def test_the_vote_is_saved_and_rebuilt_and_older_checkpoints_load_without_it(tmp_path):
     orch = voting_orchestrator()
-    dirs = {name: save_checkpoint(tmp_path / "phase1" / name, specialist.model)
-            for name, specialist in zip(orch.specialist_names, orch.specialists)}
-    out = save_orchestrator(tmp_path / "phase3", orch, dirs)
-    config = json.loads((out / "config.json").read_text())
+    out, config = saved(orch, tmp_path)
     assert config["orchestrator"]["vote"] is True
     loaded, _ = load_orchestrator(out)
     batch = make_batch(MORE_TABLES)

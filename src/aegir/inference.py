@@ -225,7 +225,7 @@ class CheckpointAnnotator:
                     "activated": [n for n, on in zip(annotator.specialists, prediction.activation) if on],
                     "available": annotator.specialists,
                     # the output seam: the labels are the orchestrator's averaged with the activated ones'
-                    "vote": bool(getattr(annotator.model, "vote", False)),
+                    "vote": annotator.model.vote,
                     **annotator.steps(prediction.activation),
                 }
         else:

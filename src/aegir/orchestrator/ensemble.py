@@ -56,11 +56,15 @@ def ensemble_probs(primary: torch.Tensor, specialists: list[torch.Tensor | None]
     return total / count
 
 
-def ensemble_output(primary: AegirOutput, specialists: list[AegirOutput], activation_mask: torch.Tensor) -> AegirOutput:
+def ensemble_output(primary: AegirOutput, specialists: list[tuple[torch.Tensor, torch.Tensor] | None],
+                    activation_mask: torch.Tensor) -> AegirOutput:
     """The primary's output with its logits replaced by the log of the mean softmax of the
-    primary and each row's activated specialists (activation_mask (B, S) bool)."""
-    def mean_log_prob(name: str) -> torch.Tensor:
-        return ensemble_probs(getattr(primary, name).float().softmax(-1),
-                              [getattr(out, name).float().softmax(-1) for out in specialists], activation_mask).log()
+    primary and each row's activated specialists: `specialists` their (CTA, CPA) logits each
+    (`SwarmOrchestrator.specialist_logits`), None for one no row activated;
+    activation_mask (B, S) bool."""
+    def mean_log_prob(task: int, logits: torch.Tensor) -> torch.Tensor:
+        return ensemble_probs(logits.float().softmax(-1),
+                              [None if own is None else own[task].float().softmax(-1) for own in specialists],
+                              activation_mask).log()
 
-    return replace(primary, cta_logits=mean_log_prob("cta_logits"), cpa_logits=mean_log_prob("cpa_logits"))
+    return replace(primary, cta_logits=mean_log_prob(0, primary.cta_logits), cpa_logits=mean_log_prob(1, primary.cpa_logits))

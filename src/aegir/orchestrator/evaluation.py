@@ -89,15 +89,15 @@ def predict_variants(fused: SwarmOrchestrator, control: SwarmOrchestrator, phase
                  for name, s in zip(fused.specialist_names, fused.specialists)]
         mask = routed.activation_mask
         mean = [ensemble_probs(primary_probs[t], [a[t] for a in alone], mask).log().softmax(-1) for t in (0, 1)]
+        voted = table_predictions(routed, rows, top_k)
         results = {"phase1": predictions_from_probs(*primary_probs, rows, top_k),
                    "control": table_predictions(control.primary(batch), rows, top_k),
-                   "fused": table_predictions(routed, rows, top_k),
-                   "seam": (table_predictions(replace(routed, output=routed.seam_output), rows, top_k)
-                            if routed.seam_output is not None else None),
+                   "fused": voted,
+                   # no vote: the state seam's output is the fused one
+                   "seam": (voted if routed.seam_output is None
+                            else table_predictions(replace(routed, output=routed.seam_output), rows, top_k)),
                    "ensemble": predictions_from_probs(*mean, rows, top_k, mask),
                    **{name: predictions_from_probs(*a, rows, top_k) for name, a in zip(fused.specialist_names, alone)}}
-        if results["seam"] is None:  # no vote: the state seam's output is the fused one
-            results["seam"] = results["fused"]
         for name, predictions in results.items():
             for i, prediction in zip(indices, predictions):
                 out[name][i] = prediction

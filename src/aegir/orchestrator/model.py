@@ -34,6 +34,7 @@ from aegir.data.batch import Batch
 from aegir.model.chunking import RoutingOutput
 from aegir.model.network import AegirModel, AegirOutput, EncoderOutput
 from aegir.model.rwkv import LayerState
+from aegir.orchestrator.ensemble import ensemble_output
 from aegir.orchestrator.fusion import RWKVStateFusion
 from aegir.orchestrator.router import RouterDecision, SpecialistRouter, cap_decision
 from aegir.orchestrator.specialist import FrozenSpecialist, SpecialistRead, alignment_for
@@ -264,37 +265,42 @@ class SwarmOrchestrator(nn.Module):
     def voted(self, batch: Batch, out: OrchestratorOutput) -> OrchestratorOutput:
         """The output seam: with `vote` on, `out` (a forward of `batch`) with its label logits
         replaced by the log of the mean softmax of its own heads and the heads of every
-        specialist its row activated, as they read the batch for the fusion (their labels the
-        column seam computed, else their heads on their stream, else their whole forward); the output
-        before, in `seam_output`. A row that activated none keeps its distribution. Unchanged
-        with `vote` off or no routing. Training never votes: PARL's policy is the seam's."""
+        specialist its row activated, as they read the batch for the fusion (`specialist_logits`
+        with the labels the column seam kept); the output before, in `seam_output`. A row that
+        activated none keeps its distribution. Unchanged with `vote` off or no routing.
+        Training never votes: PARL's policy is the seam's."""
         if not self.vote or out.activation_mask is None:
             return out
-        from aegir.orchestrator.ensemble import ensemble_probs  # the ensemble Phase 3 reports
-
         start = time.perf_counter()
-        own: list[tuple[torch.Tensor, torch.Tensor] | None] = []
-        for name, specialist in zip(self.specialist_names, self.specialists):
-            read = out.specialist_outputs.get(name)
-            if read is None:  # no row activated it
-                own.append(None)
-            elif read.labels is not None:  # the column seam ran its heads already
-                own.append(read.labels)
-            elif read.stream is not None:
-                own.append(specialist.model.label_logits(batch, read.stream)[:2])
+        reads = [out.specialist_outputs.get(name) for name in self.specialist_names]
+        output = ensemble_output(out.output, self.specialist_logits(batch, reads, kept=True), out.activation_mask)
+        seconds = {**out.seconds, "vote": time.perf_counter() - start}
+        return replace(out, output=output, seam_output=out.output, seconds=seconds)
+
+    @torch.no_grad()
+    def specialist_logits(self, batch: Batch, reads: list[SpecialistRead | None] | None = None, kept: bool = False
+                          ) -> list[tuple[torch.Tensor, torch.Tensor] | None]:
+        """Each frozen specialist's (CTA, CPA) logits on the B tables of `batch`. With the stream
+        seam its read already holds its decoder output, so only its pooling, column attention and
+        heads run, on the rows it read (the others, which no row activated, hold its labels of a
+        zero stream and are masked away by the activation); `kept`: where the read kept the labels
+        its heads gave for the column seam (`SpecialistRead.labels`), those, run on nothing more.
+        Otherwise its whole forward runs. Given `reads`, a specialist without one (no row activated
+        it) gets None: the activation masks it on every row, so its labels would be computed only
+        to be dropped (each such whole forward cost about a tenth of a second per PARL update)."""
+        out: list[tuple[torch.Tensor, torch.Tensor] | None] = []
+        for s, specialist in enumerate(self.specialists):
+            read = reads[s] if reads is not None else None
+            if reads is not None and read is None:
+                out.append(None)
+            elif kept and read is not None and read.labels is not None:
+                out.append(read.labels)
+            elif read is not None and read.stream is not None:
+                out.append(specialist.model.label_logits(batch, read.stream)[:2])
             else:
                 whole = specialist.model(batch)
-                own.append((whole.cta_logits, whole.cpa_logits))
-
-        def mean_log_prob(task: int, logits: torch.Tensor) -> torch.Tensor:
-            return ensemble_probs(logits.float().softmax(-1),
-                                  [None if o is None else o[task].float().softmax(-1) for o in own],
-                                  out.activation_mask).log()
-
-        seam = out.output
-        output = replace(seam, cta_logits=mean_log_prob(0, seam.cta_logits), cpa_logits=mean_log_prob(1, seam.cpa_logits))
-        seconds = {**out.seconds, "vote": time.perf_counter() - start}
-        return replace(out, output=output, seam_output=seam, seconds=seconds)
+                out.append((whole.cta_logits, whole.cpa_logits))
+        return out
 
 
 @torch.no_grad()

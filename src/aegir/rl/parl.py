@@ -246,43 +246,17 @@ def rescore(orch: SwarmOrchestrator, batch: Batch, rollouts: Rollouts) -> Policy
     return policy_forward(orch, batch, rollouts.num_rollouts, decision=rollouts.decision, reads=rollouts.reads)
 
 
-@torch.no_grad()
-def specialist_logits(orch: SwarmOrchestrator, batch: Batch,
-                      reads: list[SpecialistRead | None] | None = None
-                      ) -> list[tuple[torch.Tensor, torch.Tensor] | None]:
-    """Each frozen specialist's (CTA, CPA) logits on the B tables of `batch`. With the stream
-    seam its read already holds its decoder output, so only its pooling, column attention and
-    heads run, on the rows it read (the others, which no rollout activated, hold its labels of a
-    zero stream and are masked away by the activation); otherwise its whole forward runs.
-    Given `reads`, a specialist without one (no rollout activated it on any table) gets None:
-    the activation masks it on every row, so its labels would be computed only to be dropped
-    (each such whole forward cost about a tenth of a second per PARL update)."""
-    out: list[tuple[torch.Tensor, torch.Tensor] | None] = []
-    for s, specialist in enumerate(orch.specialists):
-        read = reads[s] if reads is not None else None
-        if reads is not None and read is None:
-            out.append(None)
-            continue
-        if read is not None and read.stream is not None:
-            cta, cpa, _ = specialist.model.label_logits(batch, read.stream)
-        else:
-            whole = specialist.model(batch)
-            cta, cpa = whole.cta_logits, whole.cpa_logits
-        out.append((cta, cpa))
-    return out
-
-
 def distill_loss(orch: SwarmOrchestrator, batch: Batch, out, activation_mask: torch.Tensor, K: int,
                  reads: list[SpecialistRead | None] | None = None) -> torch.Tensor:
     """Soft-label CE of the fused output toward the output ensemble of the same rollout: the
     mean softmax of the fused output (detached) and each activated frozen specialist's labels
-    (`specialist_logits`, from `reads` where they hold its stream;
+    (`SwarmOrchestrator.specialist_logits`, from `reads` where they hold its stream;
     `aegir.orchestrator.ensemble.ensemble_probs`), over the real columns (CTA) and the
     non-subject columns (CPA) of the K·B rows. The teacher holds what the experts' own heads
     read; the student has only the seams to get it through."""
     from aegir.orchestrator.ensemble import ensemble_probs
 
-    own = specialist_logits(orch, batch, reads)  # B rows each
+    own = orch.specialist_logits(batch, reads)  # B rows each
     total, count = 0.0, 0
     mask = batch.column_mask.repeat(K, 1)  # (K·B, C)
     for task, (name, first) in enumerate((("cta_logits", 0), ("cpa_logits", 1))):
