@@ -286,3 +286,51 @@ def test_phase4_headroom_opinion_features_read_the_disagreement():
     assert f[0] == 0.0 and abs(f[1] - 0.725) < 1e-6 and abs(f[2] - 0.85) < 1e-6
     assert f[5] == 1.0 and abs(f[6] - 0.6) < 1e-6 and abs(f[8] - 0.3) < 1e-6 and abs(f[9] - 0.4) < 1e-6
     assert script.opinion_features(View(())) == [0.0] * 10
+
+
+def test_routing_probe_names_a_domain_only_for_an_entitys_name_type():
+    import torch
+
+    probe = load_script("routing_probe")
+    labels = ["Number", "Movie/name", "Hotel/name"]
+    logits = torch.tensor([[0.0, 5.0, 1.0], [5.0, 0.0, 1.0], [0.0, 1.0, 5.0]])
+    assert probe.subject_domains(logits, labels) == ["Movie", None, "Hotel"]
+    own = [(), ("Hotel",), ("Movie", "Book")]
+    assert probe.owners(["Movie", None, "Hotel"], own).tolist() == [
+        [False, False, True], [False, False, False], [False, True, False]]
+
+
+def test_routing_probe_adds_the_owners_and_scores_the_learned_routing_as_the_orchestrator_reads():
+    from dataclasses import replace
+
+    import numpy as np
+    import torch
+
+    from aegir.data.dataset import collate
+    from test_swarm import MORE_TABLES
+    from test_vote import examples_of, voting_orchestrator
+
+    probe = load_script("routing_probe")
+    orch = voting_orchestrator()
+    rng = np.random.default_rng(0)
+    examples = [replace(e, domain="A" if i % 2 == 0 else "B",  # gold labels on every column, domains A and B in turn
+                        cta_labels=rng.integers(0, 82, e.num_columns).astype(np.int64),
+                        cpa_labels=np.concatenate([[-100], rng.integers(0, 108, e.num_columns - 1)]).astype(np.int64))
+                for i, e in enumerate(examples_of(MORE_TABLES))]
+    own = [("A",), (), ()]
+    labels = [f"L{i}" for i in range(82)]
+    result = probe.probe(orch, examples, own, orch.specialists[1].model, labels, batch_size=len(examples))
+    # learned: exactly the orchestrator's own read of the batch
+    batch = collate(examples)
+    with torch.no_grad():
+        out = orch.annotate(batch)
+    right = int((out.output.cta_logits.argmax(-1) == batch.cta_labels).sum())
+    assert result["learned"]["cta"]["all"] == [right, sum(e.num_columns for e in examples)]
+    assert result["learned"]["activation"]["A"] == pytest.approx(
+        out.activation_mask[0::2].float().mean(0).tolist())
+    # the owner of domain A is on for every table of A, and nothing changes for B
+    assert result["learned"]["activation"]["A"][0] < 1.0 == result["learned+owner"]["activation"]["A"][0]
+    assert result["learned+owner"]["activation"]["B"] == result["learned"]["activation"]["B"]
+    assert result["learned+owner"]["cta"]["B"] == result["learned"]["cta"]["B"]
+    # no label names an entity here: the subject rule adds nothing
+    assert result["learned+subject"] == result["learned"]
