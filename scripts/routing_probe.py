@@ -34,23 +34,21 @@ from aegir.config import load_params
 from aegir.data.batch import IGNORE_INDEX
 from aegir.data.dataset import Example, collate, eval_batches, load_examples
 from aegir.errors import AegirError
-from aegir.labels import cta_vocab
+from aegir.labels import Vocabulary, cta_vocab
 from aegir.model.network import AegirModel
 from aegir.orchestrator.checkpoint import load_orchestrator
 from aegir.orchestrator.model import SwarmOrchestrator
 from aegir.orchestrator.router import RouterDecision, routing_targets
+from aegir.swarm.spawn import family_of_labels
 
 VARIANTS = ("learned", "learned+owner", "learned+subject")
 
 
-def subject_domains(subject_logits: torch.Tensor, labels: list[str]) -> list[str | None]:
-    """(B, labels) CTA logits of each table's column 0 → the domain its argmax type names
-    (`Movie/name` → `Movie`), or None where that type is not an entity's name."""
-    out = []
-    for i in subject_logits.argmax(-1).tolist():
-        label = labels[i]
-        out.append(label.split("/")[0] if "/" in label else None)
-    return out
+def subject_domains(subject_logits: torch.Tensor, vocab: Vocabulary) -> list[str | None]:
+    """(B, labels) CTA logits of each table's column 0 → the domain its argmax type names (its
+    family, `family_of_labels`: `Movie/name` → `Movie`), or None where that type has none."""
+    family, families = family_of_labels(vocab)
+    return [families[f] if f >= 0 else None for f in family[subject_logits.argmax(-1)].tolist()]
 
 
 def owners(domains: list[str | None], own: list[tuple[str, ...]]) -> torch.Tensor:
@@ -60,7 +58,7 @@ def owners(domains: list[str | None], own: list[tuple[str, ...]]) -> torch.Tenso
 
 @torch.no_grad()
 def probe(orch: SwarmOrchestrator, examples: list[Example], own: list[tuple[str, ...]], reader: AegirModel,
-          labels: list[str], batch_size: int = 8) -> dict:
+          vocab: Vocabulary, batch_size: int = 8) -> dict:
     """{variant: {"cta"|"cpa": {domain|"all": [right, n]}, "activation": {domain: [share per
     specialist]}}} over `examples` (their `domain`; None counts as "-")."""
     hits: dict = {v: {t: defaultdict(lambda: [0, 0]) for t in ("cta", "cpa")} for v in VARIANTS}
@@ -76,7 +74,7 @@ def probe(orch: SwarmOrchestrator, examples: list[Example], own: list[tuple[str,
         hidden = orch.routing_hidden(batch, encoded)
         learned = orch.route(hidden)
         gold = owners([r.domain for r in rows], own)
-        read = owners(subject_domains(reader(batch).cta_logits[:, 0].float(), labels), own)
+        read = owners(subject_domains(reader(batch).cta_logits[:, 0].float(), vocab), own)
         for variant, mask in zip(VARIANTS, (learned.activation_mask, learned.activation_mask | gold,
                                             learned.activation_mask | read)):
             decision = RouterDecision(scores=learned.scores, activation_mask=mask, log_prob=learned.log_prob)
@@ -135,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         agents = load_params(args.params).agents
         own = [tuple(agents[n].domains) if n in agents else () for n in orch.specialist_names]
         reader = orch.specialists[orch.specialist_names.index(args.reader)].model
-        result = probe(orch, load_examples(Path(args.data), args.split), own, reader, list(cta_vocab().labels))
+        result = probe(orch, load_examples(Path(args.data), args.split), own, reader, cta_vocab())
     except AegirError as exc:
         parser.exit(2, f"routing_probe: error: {exc}\n")
     print(table(result, orch.specialist_names))

@@ -291,10 +291,12 @@ def test_phase4_headroom_opinion_features_read_the_disagreement():
 def test_routing_probe_names_a_domain_only_for_an_entitys_name_type():
     import torch
 
+    from aegir.labels import Vocabulary
+
     probe = load_script("routing_probe")
-    labels = ["Number", "Movie/name", "Hotel/name"]
+    vocab = Vocabulary("cta", ("Number", "Movie/name", "Hotel/description"))
     logits = torch.tensor([[0.0, 5.0, 1.0], [5.0, 0.0, 1.0], [0.0, 1.0, 5.0]])
-    assert probe.subject_domains(logits, labels) == ["Movie", None, "Hotel"]
+    assert probe.subject_domains(logits, vocab) == ["Movie", None, "Hotel"]
     own = [(), ("Hotel",), ("Movie", "Book")]
     assert probe.owners(["Movie", None, "Hotel"], own).tolist() == [
         [False, False, True], [False, False, False], [False, True, False]]
@@ -307,6 +309,7 @@ def test_routing_probe_adds_the_owners_and_scores_the_learned_routing_as_the_orc
     import torch
 
     from aegir.data.dataset import collate
+    from aegir.labels import Vocabulary
     from test_swarm import MORE_TABLES
     from test_vote import examples_of, voting_orchestrator
 
@@ -318,8 +321,8 @@ def test_routing_probe_adds_the_owners_and_scores_the_learned_routing_as_the_orc
                         cpa_labels=np.concatenate([[-100], rng.integers(0, 108, e.num_columns - 1)]).astype(np.int64))
                 for i, e in enumerate(examples_of(MORE_TABLES))]
     own = [("A",), (), ()]
-    labels = [f"L{i}" for i in range(82)]
-    result = probe.probe(orch, examples, own, orch.specialists[1].model, labels, batch_size=len(examples))
+    vocab = Vocabulary("cta", tuple(f"L{i}" for i in range(82)))
+    result = probe.probe(orch, examples, own, orch.specialists[1].model, vocab, batch_size=len(examples))
     # learned: exactly the orchestrator's own read of the batch
     batch = collate(examples)
     with torch.no_grad():
