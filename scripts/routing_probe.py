@@ -6,14 +6,16 @@ primary reads in the subject column.
 
 Three routings of every table, each followed by the orchestrator's own fusion and vote:
 
-* `learned`: the router's thresholded decision (what `phase3` scores as `fused`);
+* `learned`: the router's thresholded decision alone (what `phase3` scores as `fused` with
+  `phase3.subject_route: false`);
 * `learned+owner`: that decision plus every specialist whose domains (params.yaml `specialists`)
   hold the table's gold domain: the routing an oracle of domains would add (an upper bound, not a
   model: the gold domain is not known to a user);
 * `learned+subject`: that decision plus the owners of the domain named by the type the frozen
   Phase 1 primary (the orchestrator's `--reader` specialist, `primary`) gives the subject column
   (column 0), where that type is an entity's name (`Movie/name` → `Movie`); a rule any user's
-  table allows, at the price of one more read by the frozen primary.
+  table allows, at the price of one more read by the frozen primary (what `phase3` scores as
+  `fused` with `phase3.subject_route: true`, `SwarmOrchestrator.subject_routing`).
 
 Scored per table domain and overall as plain accuracy of each column's argmax (micro-F1 with one
 label per column), so the three compare with one another, not with `phase3`'s figures (which

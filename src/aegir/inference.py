@@ -70,7 +70,7 @@ class Annotator:
 
         critical, total = orchestrator_steps(self.model.primary.config, [s.config for s in self.model.specialists],
                                              [bool(x) for x in activation], self.model.stream_seam,
-                                             self.model.column_seam)
+                                             self.model.column_seam, self.model.subject_steps)
         return {"critical_steps": critical, "total_steps": total}
 
 
@@ -226,6 +226,8 @@ class CheckpointAnnotator:
                     "available": annotator.specialists,
                     # the output seam: the labels are the orchestrator's averaged with the activated ones'
                     "vote": annotator.model.vote,
+                    # the subject rule: the owners of the domain the frozen primary names for column 0 run too
+                    "subject_rule": annotator.model.subject_route is not None,
                     **annotator.steps(prediction.activation),
                 }
         else:
@@ -298,7 +300,9 @@ def format_annotations(result: dict) -> str:
     if "specialists" in result:
         s = result["specialists"]
         voted = "; labels voted with theirs" if s.get("vote") and s["activated"] else ""
-        lines.append(f"specialists activated: {', '.join(s['activated']) or 'none'} (of {', '.join(s['available'])}){voted}; "
+        rule = ", routed by the router and the subject column's domain" if s.get("subject_rule") else ""
+        lines.append(f"specialists activated: {', '.join(s['activated']) or 'none'} "
+                     f"(of {', '.join(s['available'])}{rule}){voted}; "
                      f"{s['critical_steps']} critical steps, {s['total_steps']} total")
     for n, row in enumerate(rows):
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4])

@@ -10,8 +10,9 @@ with the weights, `aegir.model.checkpoint.write_checkpoint`), `eval_reads.safete
 * per split, `<split>/cta` and `<split>/cpa`: (columns of all reads, labels) float32, each
   column's softmax in read order, as the forward computed it; `<split>/columns`: (reads,) int64,
   each read's column count; Phase 4's store (one read per table, its learned policy's merged
-  distributions) adds `<split>/spawned`: (reads,) int64, 1 where a sub-agent ran
-  (`aegir.swarm.evaluate.merged_distributions`, read by `StoredReads.table_flags`);
+  distributions) adds `<split>/spawned`: (reads,) int64, 1 where a sub-agent ran, and
+  `<split>/deep`: 1 where deep search ran (`aegir.swarm.evaluate.merged_distributions`, read by
+  `StoredReads.table_flags`);
 * metadata: the fingerprint of the checkpoint it was computed with (config.json and the weights),
   the prepared data's fingerprint, the `reading` and `prepare` settings, and per split a digest of
   the reads (table ids and column counts, in order).

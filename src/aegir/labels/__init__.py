@@ -46,6 +46,23 @@ def cpa_vocab() -> Vocabulary:
     return _read("sotab_v2_cpa.txt", "cpa")
 
 
+def label_families(vocab: Vocabulary) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """(family id of each label, −1 for a label of no family; the family names, in order of
+    first appearance): the family of `X/name` and `X/description` is the class X, the table
+    domain a subject column of that type names (`Movie/name` → `Movie`)."""
+    families: list[str] = []
+    ids = []
+    for label in vocab.labels:
+        cls, _, kind = label.partition("/")
+        if kind in ("name", "description"):
+            if cls not in families:
+                families.append(cls)
+            ids.append(families.index(cls))
+        else:
+            ids.append(-1)
+    return tuple(ids), tuple(families)
+
+
 def label_counts() -> dict[str, int]:
     """{"cta": 82, "cpa": 108}: the size of each task's vocabulary."""
     return {"cta": len(cta_vocab()), "cpa": len(cpa_vocab())}

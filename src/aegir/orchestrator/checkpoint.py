@@ -6,7 +6,8 @@ A directory with `model.safetensors` (every trainable tensor: `primary.*`, `rout
     {"model": <primary AegirConfig>,
      "orchestrator": {"activation_threshold": 0.5, "stream_seam": true,
                       "specialists": [{"name": "places", "checkpoint": "../phase1/places",
-                                       "fingerprint": "<sha256>"}, …]},
+                                       "fingerprint": "<sha256>"}, …],
+                      "subject_route": {"places": ["Hotel", …], …} or null},
      …extra (params, vocabularies, data fingerprint)}
 
 Specialist paths are stored relative to the orchestrator's directory, so a checkout moved
@@ -69,7 +70,7 @@ def save_orchestrator(directory: str | Path, orch: SwarmOrchestrator, specialist
     payload = {"model": asdict(orch.primary.config),
                "orchestrator": {"activation_threshold": orch.activation_threshold, "specialists": specialists,
                                 "stream_seam": orch.stream_seam, "column_seam": orch.column_seam,
-                                "vote": orch.vote},
+                                "vote": orch.vote, "subject_route": orch.subject_route},
                **extra}
     return write_checkpoint(directory, tensors, payload)
 
@@ -109,8 +110,17 @@ def load_orchestrator(directory: str | Path, device: str | torch.device = "cpu")
     vote = meta.get("vote", False)  # checkpoints from before the output seam: off
     if not isinstance(vote, bool):
         raise CheckpointError(config_path, f"vote must be true or false, got {vote!r}")
-    orch = build_orchestrator(AegirModel(primary_config), specialists, float(threshold), stream_seam=stream_seam,
-                              column_seam=column_seam, vote=vote)
+    subject_route = meta.get("subject_route")  # checkpoints from before the subject rule: off
+    if subject_route is not None and not (
+            isinstance(subject_route, dict) and set(subject_route) <= set(specialists)
+            and all(isinstance(d, list) and all(isinstance(x, str) for x in d) for d in subject_route.values())):
+        raise CheckpointError(config_path, f"subject_route must be null or map specialists to lists of domains, "
+                                           f"got {subject_route!r}")
+    try:
+        orch = build_orchestrator(AegirModel(primary_config), specialists, float(threshold), stream_seam=stream_seam,
+                                  column_seam=column_seam, vote=vote, subject_route=subject_route)
+    except ValueError as exc:
+        raise CheckpointError(config_path, str(exc)) from None
     frozen = {name: p for name, p in orch.state_dict().items() if name.startswith("specialists.")}
     load_weights(orch, {**tensors, **frozen}, directory / WEIGHTS_FILE)
     return orch.to(device).eval(), config_dict

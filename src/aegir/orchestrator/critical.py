@@ -98,22 +98,39 @@ def specialist_read_steps(config, stream: bool, columns: bool = False) -> tuple[
     return model_read_steps(config.encoder_layers, config.main_layers), stream_steps
 
 
-def phase3_graph(primary_config, read_steps: Sequence[tuple[int, int]]) -> tuple[dict[str, int], dict[str, list[str]]]:
+def labels_read_steps(config) -> int:
+    """A model's whole read of a table up to its labels: encoder, main network, decoder, column
+    attention (what the subject rule's reader runs before routing,
+    `aegir.orchestrator.model.SwarmOrchestrator.subject_owners`)."""
+    return config.encoder_layers + config.main_layers + config.decoder_layers + config.context_layers
+
+
+def phase3_graph(primary_config, read_steps: Sequence[tuple[int, int]],
+                 subject: int = 0) -> tuple[dict[str, int], dict[str, list[str]]]:
     """Phase 3's dependency graph for one table, in sequential layer-steps:
 
         prefix (primary encoder) ─► each activated specialist's state read ─► primary main + decoder ─► columns
-                                                    └─► its decoder (stream seam) ───────────────────────┘
+        (subject rule's reader) ─┘                  └─► its decoder (stream seam) ───────────────────────┘
 
     read_steps: (state steps, stream steps) of each activated specialist
     (`specialist_read_steps`). The primary's main network waits for the fused state; its column
     attention waits for its decoder and for the specialists' byte streams, which their decoders
-    write while the primary's main network and decoder run. Phase 4's graph grows from this one
-    (`aegir.swarm.spawn.swarm_graph`)."""
+    write while the primary's main network and decoder run. subject: the steps of the subject
+    rule's read (`labels_read_steps` of its reader; 0 without the rule): it starts with the
+    prefix, and the routing (so every read, and the primary's rest, which starts from the fused
+    state) waits for it. Phase 4's graph grows from this one (`aegir.swarm.spawn.swarm_graph`)."""
     p = primary_config
+    if subject < 0:
+        raise ValueError(f"subject steps must be ≥ 0, got {subject}")
     steps = {"prefix": p.encoder_layers, "rest": p.main_layers + p.decoder_layers, "columns": p.context_layers}
     after: dict[str, list[str]] = {"rest": ["prefix"], "columns": ["rest"]}
+    routed = ["prefix"]
+    if subject:
+        steps["subject"] = subject
+        after["rest"].append("subject")
+        routed = ["prefix", "subject"]
     for i, (read, stream_steps) in enumerate(read_steps):
-        steps[f"read{i}"], after[f"read{i}"] = read, ["prefix"]
+        steps[f"read{i}"], after[f"read{i}"] = read, list(routed)
         after["rest"].append(f"read{i}")
         if stream_steps:
             steps[f"stream{i}"], after[f"stream{i}"] = stream_steps, [f"read{i}"]
@@ -122,15 +139,16 @@ def phase3_graph(primary_config, read_steps: Sequence[tuple[int, int]]) -> tuple
 
 
 def orchestrator_graph(primary_config, specialist_configs: Sequence, active: Sequence[bool],
-                       stream: bool = False, columns: bool = False) -> tuple[dict[str, int], dict[str, list[str]]]:
+                       stream: bool = False, columns: bool = False,
+                       subject: int = 0) -> tuple[dict[str, int], dict[str, list[str]]]:
     """`phase3_graph` of the specialists `active` marks, read with or without the stream (and
-    column) seam."""
+    column) seam, and with the subject rule's read of `subject` steps (0: no rule)."""
     return phase3_graph(primary_config, [specialist_read_steps(config, stream, columns)
-                                         for config, on in zip(specialist_configs, active) if on])
+                                         for config, on in zip(specialist_configs, active) if on], subject)
 
 
 def orchestrator_steps(primary_config, specialist_configs: Sequence, active: Sequence[bool],
-                       stream: bool = False, columns: bool = False) -> tuple[int, int]:
+                       stream: bool = False, columns: bool = False, subject: int = 0) -> tuple[int, int]:
     """(critical steps, total steps) of `orchestrator_graph`."""
-    steps, after = orchestrator_graph(primary_config, specialist_configs, active, stream, columns)
+    steps, after = orchestrator_graph(primary_config, specialist_configs, active, stream, columns, subject)
     return longest_path(steps, after), sum(steps.values())

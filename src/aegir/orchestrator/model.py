@@ -5,7 +5,9 @@ One forward, in the order the work depends on itself:
 
     primary prefix   embedding → encoder → chunk boundaries            (once; reused below)
     routing_hidden   masked mean of the encoder output, (B, D)          (the router's input)
-    router           scores = σ(W·LN(h) + b), sampled (training) or thresholded (evaluation)
+    router           scores = σ(W·LN(h) + b), sampled (training) or thresholded (evaluation);
+                     in evaluation, with the subject rule on, the owners of the domain the frozen
+                     Phase 1 primary names for the subject column are switched on too
     specialists      each frozen specialist reads only the tables that chose it, in one batched
                      call, and hands back its main network's final states (and, with the stream
                      seam, its decoder's output per byte)
@@ -24,16 +26,18 @@ encoder's pooled output has a scale set by Phase 1, and the router should not in
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn as nn
 
 from aegir.data.batch import Batch
+from aegir.labels import cta_vocab, label_families
 from aegir.model.chunking import RoutingOutput
 from aegir.model.network import AegirModel, AegirOutput, EncoderOutput
 from aegir.model.rwkv import LayerState
+from aegir.orchestrator.critical import labels_read_steps
 from aegir.orchestrator.ensemble import ensemble_output
 from aegir.orchestrator.fusion import RWKVStateFusion
 from aegir.orchestrator.router import RouterDecision, SpecialistRouter, cap_decision
@@ -74,6 +78,18 @@ def select_encoded(encoded: EncoderOutput, rows: torch.Tensor) -> EncoderOutput:
     )
 
 
+SUBJECT_READER = "primary"  # the specialist whose reading of the subject column the subject rule follows
+
+
+def subject_owner_matrix(specialist_names: Sequence[str], owners: Mapping[str, Sequence[str]]) -> torch.Tensor:
+    """(CTA labels, S) bool: row l marks the specialists that own the domain label l names for
+    a subject column (the X of `X/name`, `X/description`; `aegir.labels.label_families`); a
+    label of no family marks none. owners: specialist name → its domains (`agents.<name>.domains`)."""
+    ids, families = label_families(cta_vocab())
+    return torch.tensor([[f >= 0 and families[f] in owners.get(name, ()) for name in specialist_names]
+                         for f in ids], dtype=torch.bool).reshape(len(ids), len(specialist_names))
+
+
 def repeat_batch(batch: Batch, times: int) -> Batch:
     """`batch` repeated `times` times along the batch: rows k·B … (k+1)·B − 1 are copy k."""
     return batch.select(torch.arange(batch.batch_size, device=batch.byte_ids.device).repeat(times))
@@ -83,12 +99,16 @@ class SwarmOrchestrator(nn.Module):
     """primary_model: the trainable `AegirModel`; specialists: name → frozen `AegirModel`;
     fusion: `RWKVStateFusion` over the primary's main heads, one agent per specialist;
     d_model: the primary's width (the router's input); activation_threshold: a gate opens in
-    evaluation when its score exceeds it; vote: `annotate` ends with the output seam (`voted`).
-    With no specialists it is the primary alone (the Phase 3 control)."""
+    evaluation when its score exceeds it; vote: `annotate` ends with the output seam (`voted`);
+    subject_route: specialist name → the domains it owns, to turn the subject rule on
+    (`subject_routing`; it needs the frozen Phase 1 primary among the specialists, as
+    `SUBJECT_READER`), or None (off). With no specialists it is the primary alone (the Phase 3
+    control)."""
 
     def __init__(self, primary_model: AegirModel, specialists: dict[str, AegirModel],
                  fusion: RWKVStateFusion, d_model: int, activation_threshold: float = 0.5,
-                 router_init_rate: float | None = None, vote: bool = False):
+                 router_init_rate: float | None = None, vote: bool = False,
+                 subject_route: Mapping[str, Sequence[str]] | None = None):
         super().__init__()
         if d_model != primary_model.config.d_model:
             raise ValueError(f"d_model {d_model} is not the primary's {primary_model.config.d_model}")
@@ -108,6 +128,17 @@ class SwarmOrchestrator(nn.Module):
         has_router = len(specialists) > 0
         self.router_norm = nn.LayerNorm(d_model) if has_router else None
         self.router = SpecialistRouter(d_model, len(specialists), init_rate=router_init_rate) if has_router else None
+        self.subject_route: dict[str, tuple[str, ...]] | None = None
+        self._subject_owners: torch.Tensor | None = None  # (CTA labels, S) bool; not a weight
+        if subject_route is not None and has_router:
+            if SUBJECT_READER not in specialists:
+                raise ValueError(f"the subject rule reads the subject column with the frozen {SUBJECT_READER!r}, "
+                                 f"which is not among the specialists {self.specialist_names}")
+            unknown = sorted(set(subject_route) - set(specialists))
+            if unknown:
+                raise ValueError(f"subject_route names {unknown}, not among the specialists {self.specialist_names}")
+            self.subject_route = {name: tuple(domains) for name, domains in subject_route.items()}
+            self._subject_owners = subject_owner_matrix(self.specialist_names, self.subject_route)
 
     @property
     def num_specialists(self) -> int:
@@ -135,6 +166,26 @@ class SwarmOrchestrator(nn.Module):
         decision = (self.router.sample(h, generator=generator) if sample
                     else self.router.decide(h, self.activation_threshold))
         return cap_decision(decision, cap)
+
+    @property
+    def subject_steps(self) -> int:
+        """Sequential layer-steps of the subject rule's read (0 with the rule off): the frozen
+        primary's whole read to its labels, which the routing waits for
+        (`aegir.orchestrator.critical.phase3_graph`)."""
+        if self.subject_route is None:
+            return 0
+        return labels_read_steps(self.specialists[self.specialist_names.index(SUBJECT_READER)].config)
+
+    @torch.no_grad()
+    def subject_routing(self, batch: Batch) -> torch.Tensor:
+        """The subject rule, (B, S) bool: the specialists that own the domain the frozen Phase 1
+        primary names for each table's subject column (its top CTA label of column 0, e.g.
+        `Movie/name` → the owner of `Movie`). On real tables the router, trained on synthetic
+        ones, misses the owner of many tables' domain (docs/experiments.md, "What routing costs
+        on real tables"); the primary's reading of the subject column names it more often."""
+        reader = self.specialists[self.specialist_names.index(SUBJECT_READER)].model
+        top = reader(batch).cta_logits[:, 0].argmax(-1)  # (B,)
+        return self._subject_owners.to(top.device)[top]
 
     def routing_log_prob(self, routing_hidden: torch.Tensor, activation_mask: torch.Tensor) -> torch.Tensor:
         """log π(activation_mask) under the current parameters, (B, S)."""
@@ -227,7 +278,9 @@ class SwarmOrchestrator(nn.Module):
         the primary alone (exactly Phase 1's forward). encoded: the batch's prefix when the
         caller has it (it is computed otherwise). decision: a routing made earlier (e.g. the
         rollout being re-scored); otherwise the router samples (`sample=True`, with
-        `generator`) or thresholds, then `cap` applies.
+        `generator`) or thresholds — and then, with the subject rule on, the owners it names
+        join (`subject_routing`; never in training, whose routing is the policy's own) —, then
+        `cap` applies.
         """
         seconds: dict[str, float] = {}
         start = time.perf_counter()
@@ -240,7 +293,12 @@ class SwarmOrchestrator(nn.Module):
             return OrchestratorOutput(output=output, seconds=seconds)
 
         if decision is None:
-            decision = self.route(routing_hidden, sample=sample, generator=generator, cap=cap)
+            decision = self.route(routing_hidden, sample=sample, generator=generator)
+            if self.subject_route is not None and not sample:
+                start = time.perf_counter()
+                decision = replace(decision, activation_mask=decision.activation_mask | self.subject_routing(batch))
+                seconds["subject"] = time.perf_counter() - start
+            decision = cap_decision(decision, cap)
         mask = decision.activation_mask
         reads = self.read_specialists(batch, mask, seconds)
         start = time.perf_counter()
@@ -337,15 +395,18 @@ def open_seam_gates(orch: SwarmOrchestrator, gates: dict[str, dict]) -> None:
 def build_orchestrator(primary: AegirModel, specialists: dict[str, AegirModel],
                        activation_threshold: float = 0.5,
                        router_init_rate: float | None = None, stream_seam: bool = False,
-                       column_seam: bool = False, vote: bool = False) -> SwarmOrchestrator:
+                       column_seam: bool = False, vote: bool = False,
+                       subject_route: Mapping[str, Sequence[str]] | None = None) -> SwarmOrchestrator:
     """A `SwarmOrchestrator` over `primary` with a fresh fusion (zero gates) over `specialists`;
     `stream_seam` adds the specialists' byte streams to the fused state, `column_seam` mixes
     their column vectors into the primary's (`RWKVStateFusion`; it needs the stream seam),
-    `vote` ends `annotate` with the output seam (`SwarmOrchestrator.voted`)."""
+    `vote` ends `annotate` with the output seam (`SwarmOrchestrator.voted`), `subject_route`
+    (specialist → its domains) turns the subject rule on (`SwarmOrchestrator.subject_routing`)."""
     cfg = primary.config
     if column_seam and not stream_seam:
         raise ValueError("the column seam needs the stream seam (it reads the specialists' streams)")
     fusion = RWKVStateFusion(cfg.d_model // cfg.head_size, cfg.head_size, len(specialists), cfg.main_layers,
                              stream=stream_seam and len(specialists) > 0,
                              columns=column_seam and len(specialists) > 0)
-    return SwarmOrchestrator(primary, specialists, fusion, cfg.d_model, activation_threshold, router_init_rate, vote)
+    return SwarmOrchestrator(primary, specialists, fusion, cfg.d_model, activation_threshold, router_init_rate, vote,
+                             subject_route)

@@ -71,8 +71,8 @@ class StepCounter:
         deep_columns = len(view.deep_columns) if deep else 0
         steps = self.subagent_steps[specialist]
         spent, _ = swarm_steps(self.primary_config, view.phase3_reads, steps, wide, deep_columns,
-                               self.consulted(view, consult))
-        alone, _ = swarm_steps(self.primary_config, view.phase3_reads, steps, 0, 0)
+                               self.consulted(view, consult), view.phase3_subject)
+        alone, _ = swarm_steps(self.primary_config, view.phase3_reads, steps, 0, 0, subject=view.phase3_subject)
         return spent - alone
 
 

@@ -119,12 +119,15 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
             "specialists": {name: checkpoint_fingerprint(path) for name, path in dirs.items()},
             "processes": accelerator.num_processes}
 
+    # the subject rule's owners: each specialist's domains (a generalist owns none)
+    owners = ({name: params.agents[name].domains for name in cfg.specialists} if cfg.subject_route else None)
+
     def fresh(with_specialists: bool) -> SwarmOrchestrator:
         torch.manual_seed(cfg.seed)
         primary = load_checkpoint(models_dir / "primary")[0].train()
         orch = build_orchestrator(primary, specialists if with_specialists else {}, cfg.activation_threshold,
                                   cfg.router_init_rate, stream_seam=cfg.stream_seam, column_seam=cfg.column_seam,
-                                  vote=cfg.vote)
+                                  vote=cfg.vote, subject_route=owners)
         if with_specialists and orch.stream_seam:
             with torch.no_grad():
                 orch.fusion.stream_gate.fill_(cfg.stream_gate_init)

@@ -100,11 +100,13 @@ def deep_search_effect(swarm: Swarm, data: SplitData, family: torch.Tensor,
 def merged_distributions(results: list[TableResult]) -> dict[str, torch.Tensor]:
     """What Phase 4 stores of its tables (`aegir.eval.reads` layout, one read per table): the
     merged label distributions of every column before the joint decoding ("cta", "cpa"), the
-    columns per table, and `spawned` per table (1 where a sub-agent ran: only there does the
-    swarm decode the merged distributions; elsewhere it keeps the orchestrator's reading)."""
+    columns per table, `spawned` per table (1 where a sub-agent ran: only there does the
+    swarm decode the merged distributions; elsewhere it keeps the orchestrator's reading) and
+    `deep` (1 where deep search ran)."""
     out = {task: torch.cat([getattr(r, f"{task}_logp").exp() for r in results]).float() for task in ("cta", "cpa")}
     out["columns"] = torch.tensor([r.cta_logp.shape[0] for r in results], dtype=torch.int64)
     out["spawned"] = torch.tensor([r.spawned for r in results], dtype=torch.int64)
+    out["deep"] = torch.tensor([r.deep for r in results], dtype=torch.int64)
     return out
 
 

@@ -172,7 +172,7 @@ def table_views(orch: SwarmOrchestrator, examples: list[Example], batch_size: in
                 reading=reading,
                 consult=tuple((dense_log(p[i].cta_ids, p[i].cta_probs, cta.shape[-1]),
                                dense_log(p[i].cpa_ids, p[i].cpa_probs, cpa.shape[-1])) for p in consult),
-                group_columns=group_columns,
+                group_columns=group_columns, phase3_subject=orch.subject_steps,
                 cta_gold=torch.from_numpy(e.cta_labels.astype(np.int64)),
                 cpa_gold=torch.from_numpy(e.cpa_labels.astype(np.int64)),
                 stream_bytes=len(e.byte_ids) - 1)
@@ -266,7 +266,7 @@ class Swarm:
             groups = view.wide_groups(g)
             deep_cols = view.deep_columns if deep else ()
             critical, total = swarm_steps(self.orch.primary.config, view.phase3_reads, self.steps[s], len(groups),
-                                          len(deep_cols), tuple(self.steps) if consult else ())
+                                          len(deep_cols), tuple(self.steps) if consult else (), view.phase3_subject)
             activated = [name for name, on in zip(specialists, view.phase3_active) if on]
             prediction, alone = self._decode(view, cta, cpa, (len(groups), s, deep_cols, consult), t)
             out.append(TableResult(cta, cpa, len(groups), self.names[s] if groups or deep_cols else None,

@@ -40,7 +40,9 @@ class TableView:
     a single read's log-probs; consult: each sub-agent specialist kind's second opinion, its
     (CTA, CPA) log-probs of the whole table read as the orchestrator reads it (in the swarm's
     specialist order; empty: none read, the table cannot consult); group_columns: the width of
-    the orchestrator's column groups (`reading.columns`), which decides `wide_groups`.
+    the orchestrator's column groups (`reading.columns`), which decides `wide_groups`;
+    phase3_subject: steps of the orchestrator's subject-rule read that its routing waited for
+    (`SwarmOrchestrator.subject_steps`; 0 without the rule).
     """
 
     num_columns: int
@@ -56,6 +58,7 @@ class TableView:
     reading: TablePrediction | None = None
     consult: tuple[tuple[torch.Tensor, torch.Tensor], ...] = ()
     group_columns: int = 0
+    phase3_subject: int = 0
 
     def wide_groups(self, g: int) -> list[tuple[int, ...]]:
         """The sub-tasks of a wide search with g sub-agents; none on a table the orchestrator

@@ -1,0 +1,152 @@
+"""The subject rule (`SwarmOrchestrator.subject_routing`): in evaluation the owners of the domain
+the frozen Phase 1 primary names for the subject column run beside the router's choice; never in
+training; saved with the checkpoint; its read counted in the critical steps."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from aegir.config import Phase3Config
+from aegir.errors import ConfigError
+from aegir.labels import cta_vocab, label_families
+from aegir.model.checkpoint import CheckpointError
+from aegir.model.network import preset
+from aegir.orchestrator.checkpoint import load_orchestrator
+from aegir.orchestrator.critical import labels_read_steps, orchestrator_steps
+from aegir.orchestrator.model import build_orchestrator, subject_owner_matrix
+from aegir.orchestrator.router import RouterDecision
+from aegir.swarm.spawn import swarm_steps
+from test_column_seam import saved
+from test_model import make_batch
+from test_swarm import MORE_TABLES, open_gates, tiny
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+OWNERS = {"primary": (), "media": ("Movie", "Book"), "places": ("Hotel", "Restaurant")}
+
+
+def reader_naming(label: str):
+    """A tiny model whose top CTA label is `label` in every column."""
+    model = tiny(1)
+    with torch.no_grad():
+        model.cta_head.bias[cta_vocab().index[label]] = 1e4
+    return model
+
+
+def ruled(label: str, rule: bool = True, router_bias: float = -30.0):
+    """An orchestrator over a reader naming `label`, `media` and `places`, whose router opens
+    no gate (bias `router_bias`), with the subject rule on or off."""
+    specialists = {"primary": reader_naming(label), "media": tiny(2), "places": tiny(3, main_layers=2)}
+    orch = build_orchestrator(tiny(0), specialists, 0.5, stream_seam=True, column_seam=True, vote=True,
+                              subject_route=OWNERS if rule else None)
+    open_gates(orch, seed=4)
+    with torch.no_grad():
+        orch.router.proj.bias.fill_(router_bias)
+    return orch.eval()
+
+
+def test_label_families_name_the_domain_of_a_subject_column():
+    ids, families = label_families(cta_vocab())
+    index = cta_vocab().index
+    assert families[ids[index["Movie/name"]]] == "Movie" == families[ids[index["Movie/description"]]]
+    assert ids[index["addressLocality"]] == -1
+    matrix = subject_owner_matrix(["primary", "media", "places"], OWNERS)
+    assert matrix.shape == (len(cta_vocab()), 3)
+    assert matrix[index["Movie/name"]].tolist() == [False, True, False]
+    assert matrix[index["Hotel/description"]].tolist() == [False, False, True]
+    assert not matrix[index["addressLocality"]].any()
+    # every label that names an owned domain, and only those, marks its owner
+    owned = {d for domains in OWNERS.values() for d in domains}
+    assert int(matrix.any(1).sum()) == sum(1 for i in ids if i >= 0 and families[i] in owned)
+
+
+@pytest.mark.parametrize(("label", "owner"), [("Movie/name", "media"), ("Hotel/name", "places"),
+                                               ("addressLocality", None)])
+def test_evaluation_runs_the_owner_of_the_domain_the_reader_names(label, owner):
+    orch = ruled(label)
+    batch = make_batch(MORE_TABLES)
+    names = orch.specialist_names
+    expected = torch.zeros(batch.batch_size, len(names), dtype=torch.bool)
+    if owner is not None:
+        expected[:, names.index(owner)] = True
+    with torch.no_grad():
+        out = orch.annotate(batch)
+        assert torch.equal(out.activation_mask, expected)  # the router opened nothing: the rule alone
+        # the same as the routing handed in
+        hidden = orch.routing_hidden(batch, orch.encode(batch))
+        decision = orch.route(hidden)
+        given = orch.voted(batch, orch(batch, hidden, decision=RouterDecision(
+            decision.scores, expected, decision.log_prob)))
+    assert torch.equal(out.output.cta_logits, given.output.cta_logits)
+    assert ("subject" in out.seconds) and orch.subject_steps == labels_read_steps(orch.specialists[0].config)
+
+
+def test_the_rule_adds_to_the_router_and_changes_the_labels():
+    batch = make_batch(MORE_TABLES)
+    with torch.no_grad():
+        off, on = ruled("Movie/name", rule=False).annotate(batch), ruled("Movie/name").annotate(batch)
+        both = ruled("Movie/name", router_bias=30.0).annotate(batch)  # every gate open already
+    assert not off.activation_mask.any() and on.activation_mask[:, 1].all()
+    assert not torch.allclose(off.output.cta_logits, on.output.cta_logits, atol=1e-4)  # media read and voted
+    assert both.activation_mask.all()  # the rule only adds: it never closes a gate
+
+
+def test_training_routing_never_follows_the_rule():
+    from aegir.rl.parl import policy_forward
+
+    orch = ruled("Movie/name").train()
+    batch = make_batch(MORE_TABLES)
+    out = policy_forward(orch, batch, 2, generator=torch.Generator().manual_seed(1))
+    assert not out.decision.activation_mask.any()  # the sampled policy, gates all but shut
+    with torch.no_grad():
+        hidden = orch.routing_hidden(batch, orch.encode(batch))
+        sampled = orch(batch, hidden, sample=True, generator=torch.Generator().manual_seed(0))
+    assert not sampled.activation_mask.any() and "subject" not in sampled.seconds
+
+
+def test_the_rule_is_saved_rebuilt_and_checked(tmp_path):
+    orch = ruled("Movie/name")
+    out, config = saved(orch, tmp_path)
+    assert config["orchestrator"]["subject_route"] == {name: list(d) for name, d in OWNERS.items()}
+    loaded, _ = load_orchestrator(out)
+    batch = make_batch(MORE_TABLES)
+    with torch.no_grad():
+        assert torch.equal(loaded.annotate(batch).output.cta_logits, orch.annotate(batch).output.cta_logits)
+    assert loaded.subject_route == OWNERS
+    for bad in ({"nobody": ["Movie"]}, ["media"], {"media": "Movie"}):
+        config["orchestrator"]["subject_route"] = bad
+        (out / "config.json").write_text(json.dumps(config))
+        with pytest.raises(CheckpointError, match="subject_route"):
+            load_orchestrator(out)
+    config["orchestrator"].pop("subject_route")  # a checkpoint from before the rule: off
+    (out / "config.json").write_text(json.dumps(config))
+    assert load_orchestrator(out)[0].subject_route is None
+
+
+def test_the_rule_needs_the_frozen_primary():
+    with pytest.raises(ValueError, match="primary"):
+        build_orchestrator(tiny(0), {"media": tiny(2)}, 0.5, subject_route={"media": ["Movie"]})
+    with pytest.raises(ConfigError, match="subject_route"):
+        Phase3Config(specialists=("places", "media"), subject_route=True)
+    assert Phase3Config(specialists=("primary", "media"), subject_route=True).subject_route
+    # the control (no specialists) has no routing, so no rule
+    assert build_orchestrator(tiny(0), {}, 0.5, subject_route=OWNERS).subject_route is None
+
+
+def test_the_rules_read_is_on_the_critical_path():
+    p = preset("cpu")  # 1 encoder, 2 main, 1 decoder, 1 context layer
+    s = preset("tiny", main_layers=3, decoder_layers=2)  # a read: 1 encoder + 3 main
+    reader = labels_read_steps(p)
+    assert reader == 1 + 2 + 1 + 1
+    # the routing waits for the reader (5 steps) instead of the prefix (1): the reads start 4 later
+    assert orchestrator_steps(p, [s], [True], subject=reader) == (5 + 4 + 3 + 1, 1 + 4 + 3 + 1 + 5)
+    # with no specialist activated the primary's rest still waits for the routing
+    assert orchestrator_steps(p, [s], [False], subject=reader) == (5 + 3 + 1, 1 + 3 + 1 + 5)
+    assert orchestrator_steps(p, [s], [False]) == (1 + 3 + 1,) * 2
+    # Phase 4 counts it in its never-spawn graph too
+    assert swarm_steps(p, (), 5, 0, 0, subject=reader)[0] == orchestrator_steps(p, [s], [False], subject=reader)[0]
+    with pytest.raises(ValueError):
+        orchestrator_steps(p, [s], [True], subject=-1)
