@@ -101,7 +101,7 @@ def specialist_read_steps(config, stream: bool, columns: bool = False) -> tuple[
 def labels_read_steps(config) -> int:
     """A model's whole read of a table up to its labels: encoder, main network, decoder, column
     attention (what the subject rule's reader runs before routing,
-    `aegir.orchestrator.model.SwarmOrchestrator.subject_owners`)."""
+    `aegir.orchestrator.model.SwarmOrchestrator.subject_routing`)."""
     return config.encoder_layers + config.main_layers + config.decoder_layers + config.context_layers
 
 
