@@ -359,6 +359,51 @@ def test_distillation_term_is_the_soft_ce_toward_the_rollouts_output_ensemble():
     assert all(p.grad is None for s in orch.specialists for p in s.parameters())
 
 
+def test_anchor_term_is_the_kl_from_the_frozen_primarys_labels():
+    """`anchor_weight` adds anchor_weight · the mean over real columns (CTA) and non-subject
+    columns (CPA) of KL(reference ‖ trained), by hand; zero when the trained model is its
+    reference (it starts there); its gradient reaches the trained primary, and it is off
+    without a reference or at weight 0."""
+    from dataclasses import replace
+
+    from types import SimpleNamespace
+
+    from aegir.rl.parl import anchor_loss
+
+    orch, batch, plain, rollouts, forward = plain_rollouts()
+    base, parts0, _ = token_loss(orch, batch, forward, rollouts, plain, 0.2)
+    assert "anchor" not in parts0  # off by default
+    reference = orch.specialists[0].model  # any frozen model with the primary's label sets
+    with torch.no_grad():
+        ref = reference(batch)
+    ref_logits = (ref.cta_logits, ref.cpa_logits)
+    _, parts_none, _ = token_loss(orch, batch, forward, rollouts, replace(plain, anchor_weight=0.5), 0.2)
+    assert "anchor" not in parts_none  # no reference handed in: no term
+    loss, parts, _ = token_loss(orch, batch, forward, rollouts, replace(plain, anchor_weight=0.5), 0.2,
+                                reference=ref_logits)
+    K, B = 2, batch.batch_size
+    total, count = 0.0, 0
+    for name, first in (("cta_logits", 0), ("cpa_logits", 1)):
+        for row in range(K * B):
+            b = row % B
+            p = getattr(forward.output, name)[row].detach().float().log_softmax(-1)
+            q = getattr(ref, name)[b].float().log_softmax(-1)
+            for c in range(first, batch.column_mask.shape[1]):
+                if batch.column_mask[b, c]:
+                    total += float((q[c].exp() * (q[c] - p[c])).sum())
+                    count += 1
+    assert total > 0
+    assert parts["anchor"] == pytest.approx(total / count, rel=1e-5)
+    assert float((loss - base).detach()) == pytest.approx(0.5 * total / count, rel=1e-4)
+    orch.zero_grad(set_to_none=True)
+    (loss - base).backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in orch.primary.parameters())
+    with torch.no_grad():  # the trained model read by its own reference: KL 0
+        own = SimpleNamespace(cta_logits=forward.output.cta_logits[:B], cpa_logits=forward.output.cpa_logits[:B])
+        same = anchor_loss(batch, own, (own.cta_logits, own.cpa_logits), 1)
+    assert float(same) == pytest.approx(0.0, abs=1e-6)
+
+
 def test_distillation_with_the_stream_seam_takes_the_specialists_labels_from_their_reads():
     """With the stream seam the teacher's specialist labels come from the decoder outputs their
     reads already hold (`specialist_logits`): on every row a specialist read, the same logits as

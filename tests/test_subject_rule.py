@@ -150,3 +150,51 @@ def test_the_rules_read_is_on_the_critical_path():
     assert swarm_steps(p, (), 5, 0, 0, subject=reader)[0] == orchestrator_steps(p, [s], [False], subject=reader)[0]
     with pytest.raises(ValueError):
         orchestrator_steps(p, [s], [True], subject=-1)
+
+
+def test_one_read_of_the_frozen_primary_serves_the_rule_and_its_specialist_seat():
+    """In evaluation the frozen primary reads each batch once: the rule's read is handed on as
+    the `primary` specialist's read of the rows that activated it, with the labels, states,
+    stream and column vectors a read of those rows alone gives (to rounding)."""
+    orch = ruled("Movie/name", router_bias=30.0)  # every gate open: `primary` is activated
+    batch = make_batch(MORE_TABLES)
+    calls = []
+    handle = orch.specialists[0].register_forward_hook(lambda module, args, out: calls.append(args[0].batch_size))
+    try:
+        with torch.no_grad():
+            out = orch.annotate(batch)
+    finally:
+        handle.remove()
+    assert out.activation_mask[:, 0].all()
+    assert calls == [batch.batch_size]  # one read, of the whole batch
+    with torch.no_grad():
+        whole, _ = orch.subject_read(batch)
+        mask = torch.zeros(batch.batch_size, len(orch.specialist_names), dtype=torch.bool)
+        mask[[0, 2], 0] = True  # two rows activate it
+        shared = orch.read_specialists(batch, mask, known={"primary": whole})[0]
+        alone = orch.read_specialists(batch, mask)[0]
+    for a, b in zip([shared.stream, shared.columns, *shared.labels], [alone.stream, alone.columns, *alone.labels]):
+        assert torch.allclose(a, b, atol=1e-4), float((a - b).abs().max())
+        assert not a[[1, 3]].any()  # rows that did not activate it hold zeros, as a read of the rows gives
+    for sa, sb in zip(shared.states, alone.states):
+        assert torch.allclose(sa.wkv, sb.wkv, atol=1e-4)
+
+
+def test_the_shared_read_is_counted_once():
+    """The steps count the frozen primary's read once: with the rule and the column seam its
+    specialist seat runs no read of its own (`separate_reads`); without the column seam its read
+    keeps no labels, so the seat reads again; without the rule nothing changes."""
+    assert ruled("Movie/name").separate_reads([True, True, False]) == [False, True, False]
+    assert ruled("Movie/name", rule=False).separate_reads([True, True, False]) == [True, True, False]
+    specialists = {"primary": reader_naming("Movie/name"), "media": tiny(2)}
+    streams_only = build_orchestrator(tiny(0), specialists, 0.5, stream_seam=True, column_seam=False,
+                                      subject_route={"primary": (), "media": ("Movie",)})
+    assert streams_only.separate_reads([True, True]) == [True, True]
+    p, s = preset("cpu"), preset("cpu")
+    reader = labels_read_steps(p)
+    # the primary's seat alone: the rule's read is all the reading there is (5), then the rest
+    assert orchestrator_steps(p, [s, s], [False, False], True, True, subject=reader) == (5 + 3 + 1, 1 + 3 + 1 + 5)
+    # with another specialist: its read and stream after the routing, one read fewer in the total
+    shared = orchestrator_steps(p, [s, s], [False, True], True, True, subject=reader)
+    both = orchestrator_steps(p, [s, s], [True, True], True, True, subject=reader)
+    assert shared[0] == both[0] and both[1] - shared[1] == 3 + 2

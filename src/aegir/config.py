@@ -376,6 +376,7 @@ class Phase3Config:
     label_smoothing: float = 0.0  # ε of that CE (as phase1.label_smoothing)
     route_weight: float = 0.0  # supervised routing: the router's BCE toward "the table's domain is the specialist's" (0 = off)
     distill_weight: float = 0.0  # CE of the fused output toward the output ensemble (aegir.rl.parl.distill_loss; 0 = off)
+    anchor_weight: float = 0.0  # KL of the trained primary's labels from the frozen Phase 1 primary's, fused and control alike (aegir.rl.parl.anchor_loss; 0 = off)
     stream_seam: bool = False  # also fuse the specialists' decoder outputs per byte (aegir.orchestrator.fusion)
     stream_gate_init: float = 0.0  # the stream seam's gates at the start (0: the untrained orchestrator is Phase 1)
     column_seam: bool = False  # also mix the specialists' column vectors into the primary's before its heads (needs stream_seam)
@@ -420,6 +421,7 @@ class Phase3Config:
         check(0 <= self.label_smoothing < 1, "label_smoothing", f"must be in [0, 1), got {self.label_smoothing}")
         check(0 <= self.route_weight <= 100, "route_weight", f"must be in [0, 100], got {self.route_weight}")
         check(0 <= self.distill_weight <= 100, "distill_weight", f"must be in [0, 100], got {self.distill_weight}")
+        check(0 <= self.anchor_weight <= 100, "anchor_weight", f"must be in [0, 100], got {self.anchor_weight}")
         check(0 < self.critical_weight <= 100, "critical_weight", f"must be in (0, 100], got {self.critical_weight}")
         check(0 < self.clip_end <= self.clip_start < 1, "clip_start",
               f"need 0 < clip_end ≤ clip_start < 1, got {self.clip_start} → {self.clip_end}")

@@ -69,7 +69,7 @@ class Annotator:
         from aegir.orchestrator.critical import orchestrator_steps
 
         critical, total = orchestrator_steps(self.model.primary.config, [s.config for s in self.model.specialists],
-                                             [bool(x) for x in activation], self.model.stream_seam,
+                                             self.model.separate_reads(activation), self.model.stream_seam,
                                              self.model.column_seam, self.model.subject_steps)
         return {"critical_steps": critical, "total_steps": total}
 

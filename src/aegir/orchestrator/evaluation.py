@@ -116,7 +116,8 @@ def critical_summary(orch: SwarmOrchestrator, predictions: list[TablePrediction]
     p = orch.primary.config
 
     def steps(active) -> tuple[int, int]:
-        return orchestrator_steps(p, configs, active, orch.stream_seam, orch.column_seam, orch.subject_steps)
+        return orchestrator_steps(p, configs, orch.separate_reads(active), orch.stream_seam, orch.column_seam,
+                                  orch.subject_steps)
 
     per_table = [steps(pred.activation.tolist()) for pred in predictions]
     n = max(1, len(per_table))

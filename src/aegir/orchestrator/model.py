@@ -176,6 +176,18 @@ class SwarmOrchestrator(nn.Module):
             return 0
         return labels_read_steps(self.specialists[self.specialist_names.index(SUBJECT_READER)].config)
 
+    def separate_reads(self, active) -> list[bool]:
+        """Which of the specialists `active` marks (one flag per specialist) run a read of their
+        own in evaluation: all of them but the subject rule's reader, whose read of the table the
+        rule has already made (`subject_read`, with the column seam) and whose steps
+        `subject_steps` counts. What the critical and total steps count."""
+        flags = [bool(on) for on in active]
+        if self.subject_route is not None:
+            reader = self.specialist_names.index(SUBJECT_READER)
+            if self.specialists[reader].columns:
+                flags[reader] = False
+        return flags
+
     @torch.no_grad()
     def subject_routing(self, batch: Batch) -> torch.Tensor:
         """The subject rule, (B, S) bool: the specialists that own the domain the frozen Phase 1
@@ -183,8 +195,21 @@ class SwarmOrchestrator(nn.Module):
         `Movie/name` → the owner of `Movie`). On real tables the router, trained on synthetic
         ones, misses the owner of many tables' domain (docs/experiments.md, "What routing costs
         on real tables"); the primary's reading of the subject column names it more often."""
-        reader = self.specialists[self.specialist_names.index(SUBJECT_READER)].model
-        top = reader(batch).cta_logits[:, 0].argmax(-1)  # (B,)
+        return self._subject_owners_of(self.subject_read(batch)[1])
+
+    def subject_read(self, batch: Batch) -> tuple[SpecialistRead | None, torch.Tensor]:
+        """The subject rule's reader on every row of `batch`: (its `SpecialistRead`, which the
+        orchestrator hands on as the `primary` specialist's read of the rows that activate it —
+        one read of the frozen primary serves both —, or None when its reads keep no labels,
+        i.e. without the column seam; its CTA logits (B, C, n_cta))."""
+        reader = self.specialists[self.specialist_names.index(SUBJECT_READER)]
+        if reader.columns:
+            read = reader(batch)
+            return read, read.labels[0]
+        return None, reader.model(batch).cta_logits
+
+    def _subject_owners_of(self, cta_logits: torch.Tensor) -> torch.Tensor:
+        top = cta_logits[:, 0].argmax(-1)  # (B,)
         return self._subject_owners.to(top.device)[top]
 
     def routing_log_prob(self, routing_hidden: torch.Tensor, activation_mask: torch.Tensor) -> torch.Tensor:
@@ -192,15 +217,24 @@ class SwarmOrchestrator(nn.Module):
         return self.router.log_prob(self.router_norm(routing_hidden), activation_mask)
 
     def read_specialists(self, batch: Batch, activation_mask: torch.Tensor,
-                         seconds: dict[str, float] | None = None) -> list[SpecialistRead | None]:
+                         seconds: dict[str, float] | None = None,
+                         known: dict[str, SpecialistRead] | None = None) -> list[SpecialistRead | None]:
         """Each specialist reads the rows that activated it, in one batched call: per specialist
         its `SpecialistRead` scattered back to the batch (zeros elsewhere), or None if no row
-        chose it. `seconds` collects the wall-clock of each read."""
+        chose it. `known`: reads of the whole batch made already (the subject rule's), by
+        specialist name: those rows of it are taken instead of a second read. `seconds`
+        collects the wall-clock of each read."""
         reads: list[SpecialistRead | None] = []
         for s, specialist in enumerate(self.specialists):
             rows = activation_mask[:, s].nonzero().flatten()
             start = time.perf_counter()
-            reads.append(specialist.read(batch, rows) if len(rows) else None)
+            whole = (known or {}).get(specialist.name)
+            if not len(rows):
+                reads.append(None)
+            elif whole is not None:
+                reads.append(whole.select(rows).scatter(rows, batch.batch_size))
+            else:
+                reads.append(specialist.read(batch, rows))
             if seconds is not None:
                 seconds[f"specialist/{specialist.name}"] = time.perf_counter() - start
         return reads
@@ -292,15 +326,20 @@ class SwarmOrchestrator(nn.Module):
             seconds["rest"] = time.perf_counter() - start
             return OrchestratorOutput(output=output, seconds=seconds)
 
+        known: dict[str, SpecialistRead] = {}
         if decision is None:
             decision = self.route(routing_hidden, sample=sample, generator=generator)
             if self.subject_route is not None and not sample:
                 start = time.perf_counter()
-                decision = replace(decision, activation_mask=decision.activation_mask | self.subject_routing(batch))
+                read, cta_logits = self.subject_read(batch)
+                if read is not None:
+                    known[SUBJECT_READER] = read
+                owners = self._subject_owners_of(cta_logits)
+                decision = replace(decision, activation_mask=decision.activation_mask | owners)
                 seconds["subject"] = time.perf_counter() - start
             decision = cap_decision(decision, cap)
         mask = decision.activation_mask
-        reads = self.read_specialists(batch, mask, seconds)
+        reads = self.read_specialists(batch, mask, seconds, known)
         start = time.perf_counter()
         state = self.fuse(reads, mask)
         stream = self.fuse_stream(reads, mask)

@@ -64,6 +64,7 @@ class PARLSettings:
     label_smoothing: float = 0.0  # ε of the supervised CE (as Phase 1's `phase1.label_smoothing`)
     route_weight: float = 0.0  # weight of the supervised routing loss (`aegir.orchestrator.router.routing_targets`; 0 = off)
     distill_weight: float = 0.0  # weight of the CE toward the output ensemble's labels (`distill_loss`; 0 = off)
+    anchor_weight: float = 0.0  # weight of the KL from the frozen Phase 1 primary's labels (`anchor_loss`; 0 = off)
 
 
 @dataclass
@@ -271,9 +272,32 @@ def distill_loss(orch: SwarmOrchestrator, batch: Batch, out, activation_mask: to
     return total / max(count, 1)
 
 
+def anchor_loss(batch: Batch, out, reference: tuple[torch.Tensor, torch.Tensor], K: int) -> torch.Tensor:
+    """KL(reference ‖ trained) of the label distributions, averaged over the real columns (CTA)
+    and the non-subject columns (CPA) of the K·B rows: the pull of KL-regularised RL toward the
+    policy training started from. `reference`: the frozen Phase 1 primary's (CTA, CPA) logits
+    on the B tables (row k·B + b of `out` is table b). Phase 3's extra updates on synthetic
+    tables pull the primary away from what it read well on real ones (its control ends below
+    it on `real`, docs/experiments.md); the anchor holds it near its start where the gold
+    labels and the rewards do not ask it to move."""
+    total, count = 0.0, 0
+    mask = batch.column_mask.repeat(K, 1)  # (K·B, C)
+    for task, (name, first) in enumerate((("cta_logits", 0), ("cpa_logits", 1))):
+        student = F.log_softmax(getattr(out, name).float(), -1)
+        with torch.no_grad():
+            teacher = F.log_softmax(reference[task].float(), -1).repeat(K, 1, 1)
+        valid = mask.clone()
+        valid[:, :first] = False
+        kl = (teacher.exp() * (teacher - student)).sum(-1)
+        total = total + kl[valid].sum()
+        count += int(valid.sum())
+    return total / max(count, 1)
+
+
 def token_loss(orch: SwarmOrchestrator, batch: Batch, fwd: PolicyForward, rollouts: Rollouts,
                settings: PARLSettings, epsilon: float,
                route_target: tuple[torch.Tensor, torch.Tensor] | None = None,
+               reference: tuple[torch.Tensor, torch.Tensor] | None = None,
                ) -> tuple[torch.Tensor, dict[str, float], PPOStats]:
     """The loss of one update: rl_weight · clipped token loss + ce_weight·CE + ratio loss (the CE on gold
     labels with `settings.label_smoothing`; the RL tokens are the sampled labels, never smoothed).
@@ -282,8 +306,9 @@ def token_loss(orch: SwarmOrchestrator, batch: Batch, fwd: PolicyForward, rollou
     `critical_weight`), every real column's CTA label and every non-subject column's CPA label
     (weight 1). With `settings.route_weight` and `route_target` (`routing_targets` of the
     batch's tables), also route_weight · the router's binary cross-entropy against those targets
-    on the specialists that have domains, averaged over the K·B rows. Returns (loss, detached
-    parts, PPO stats).
+    on the specialists that have domains, averaged over the K·B rows. With `settings.anchor_weight`
+    and `reference` (the frozen Phase 1 primary's logits on the B tables), also anchor_weight ·
+    `anchor_loss`. Returns (loss, detached parts, PPO stats).
     """
     out = fwd.output
     new_cta = F.log_softmax(out.cta_logits.float(), -1).gather(-1, rollouts.cta_action[..., None])[..., 0]
@@ -323,5 +348,9 @@ def token_loss(orch: SwarmOrchestrator, batch: Batch, fwd: PolicyForward, rollou
                                rollouts.reads)
         loss = loss + settings.distill_weight * distill
         extra["distill"] = float(distill.detach())
+    if settings.anchor_weight and reference is not None:
+        anchor = anchor_loss(batch, out, reference, rollouts.num_rollouts)
+        loss = loss + settings.anchor_weight * anchor
+        extra["anchor"] = float(anchor.detach())
     return loss, {"loss": float(loss.detach()), "rl": float(rl_loss.detach()), "ce_cta": float(parts["cta"]),
                   "ce_cpa": float(parts["cpa"]), "ratio": float(parts["ratio"]), **extra}, stats

@@ -21,6 +21,7 @@ from accelerate import Accelerator
 from aegir.config import Params, Phase3Config
 from aegir.data.dataset import Example, collate, length_grouped_batches
 from aegir.eval.predict import score
+from aegir.model.network import AegirModel
 from aegir.orchestrator.evaluation import routed_predictions
 from aegir.orchestrator.model import SwarmOrchestrator
 from aegir.orchestrator.router import routing_targets
@@ -74,14 +75,18 @@ def step_generator(seed: int, step: int, process: int) -> torch.Generator:
 
 
 def train_run(orch: SwarmOrchestrator, run: str, params: Params, train: list[Example], valid: list[Example],
-              state_dir: Path, live_dir: Path, run_print: str, accelerator: Accelerator) -> dict:
-    """`phase3.steps` PARL updates of `orch`; returns a summary of the run."""
+              state_dir: Path, live_dir: Path, run_print: str, accelerator: Accelerator,
+              reference: AegirModel | None = None) -> dict:
+    """`phase3.steps` PARL updates of `orch`; returns a summary of the run. `reference`: the
+    frozen Phase 1 primary that `phase3.anchor_weight` holds the trained primary near (read
+    once per batch, without gradients; needed when the weight is > 0)."""
     cfg: Phase3Config = params.phase3
     rc = params.rewards
     settings = PARLSettings(rollouts=cfg.rollouts, abstain_below=cfg.abstain_below,
                             critical_weight=cfg.critical_weight, ce_weight=cfg.ce_weight, rl_weight=cfg.rl_weight,
                             kl_coef=cfg.kl_coef, rewards=rc, label_smoothing=cfg.label_smoothing,
-                            route_weight=cfg.route_weight, distill_weight=cfg.distill_weight)
+                            route_weight=cfg.route_weight, distill_weight=cfg.distill_weight,
+                            anchor_weight=cfg.anchor_weight)
     # the routing each training table should get: the specialists whose domains hold its domain
     # (a frozen model that params do not describe has no domains, so no routing target)
     own_domains = [params.agents[name].domains if name in params.agents else () for name in orch.specialist_names]
@@ -89,6 +94,10 @@ def train_run(orch: SwarmOrchestrator, run: str, params: Params, train: list[Exa
     optimizer = make_optimizer(orch, cfg)
     progress = load_state(state_dir, orch, optimizer, run_print) or TrainingProgress(0, 0, 0)
     orch.to(accelerator.device)
+    if cfg.anchor_weight and reference is None:
+        raise ValueError("phase3.anchor_weight > 0 needs the frozen Phase 1 primary as `reference`")
+    if reference is not None:
+        reference = reference.to(accelerator.device).eval().requires_grad_(False)
     trainable = list(orch.trainable_parameters().values())
     S = orch.num_specialists
 
@@ -134,12 +143,18 @@ def train_run(orch: SwarmOrchestrator, run: str, params: Params, train: list[Exa
         generator = step_generator(cfg.seed, step, accelerator.process_index)
         with accelerator.autocast():
             rollouts, forward = collect_rollouts(orch, batch, settings, lam1, lam2, generator, cap)
+        anchor = None
+        if cfg.anchor_weight:
+            with torch.no_grad(), accelerator.autocast():
+                ref_out = reference(batch)
+            anchor = (ref_out.cta_logits, ref_out.cpa_logits)
         stats = None
         for epoch_k in range(cfg.ppo_epochs):
             with accelerator.autocast():
                 if epoch_k:
                     forward = rescore(orch, batch, rollouts)
-                loss, parts, ppo_stats = token_loss(orch, batch, forward, rollouts, settings, epsilon, route_target)
+                loss, parts, ppo_stats = token_loss(orch, batch, forward, rollouts, settings, epsilon, route_target,
+                                                     anchor)
             loss.backward()
             average_gradients(trainable, accelerator)
             torch.nn.utils.clip_grad_norm_(trainable, cfg.grad_clip)

@@ -114,7 +114,9 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
     valid = load_examples(data_dir, "valid")
     if len(train) < cfg.batch_size:
         raise AegirError(f"phase3: {len(train)} training tables, fewer than phase3.batch_size = {cfg.batch_size}")
-    base = {"phase3": asdict(cfg), "lambda": asdict(params.sections["lambda"]), "rewards": asdict(params.rewards),
+    # a knob added at its off value leaves the runs' fingerprint of before (their saved states resume)
+    settings = {key: value for key, value in asdict(cfg).items() if not (key == "anchor_weight" and value == 0)}
+    base = {"phase3": settings, "lambda": asdict(params.sections["lambda"]), "rewards": asdict(params.rewards),
             "data": data_fingerprint(data_dir, TRAINED_SPLITS), "primary": checkpoint_fingerprint(models_dir / "primary"),
             "specialists": {name: checkpoint_fingerprint(path) for name, path in dirs.items()},
             "processes": accelerator.num_processes}
@@ -143,7 +145,8 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
     with deterministic_kernels():  # aegir.rl.ppo: run-to-run identical weights on CPU
         for name, orch in runs.items():
             summaries[name] = train_run(orch, name, params, train, valid, state_dir / name,
-                                        metrics_dir / "live" / name, fingerprint({**base, "run": name}), accelerator)
+                                        metrics_dir / "live" / name, fingerprint({**base, "run": name}), accelerator,
+                                        reference=phase1 if cfg.anchor_weight else None)
     fused, control = runs["fused"].eval(), runs["control"].eval()
 
     # one CPU process: the evaluation splits' tables are predicted in parallel threads, one per

@@ -166,7 +166,7 @@ def table_views(orch: SwarmOrchestrator, examples: list[Example], batch_size: in
             views[i] = TableView(
                 num_columns=c, cta_logp=cta_logp, cpa_logp=cpa_logp,
                 hidden=hidden[row].float().clone(),
-                phase3_reads=tuple(r for r, on in zip(reads, active) if on),
+                phase3_reads=tuple(r for r, on in zip(reads, orch.separate_reads(active)) if on),
                 phase3_active=tuple(bool(on) for on in active),
                 deep_columns=deep_columns(cta_logp.argmax(-1).tolist(), family),
                 reading=reading,
