@@ -111,6 +111,12 @@ def test_a_file_read_lazily_is_annotated_as_the_whole_file(tmp_path, checkpoints
         assert "; labels voted with theirs;" in format_annotations(got[0])
         quiet = {**got[0], "specialists": {**got[0]["specialists"], "vote": False}}
         assert "voted" not in format_annotations(quiet)
+        # a specialist only another row view activated is named as such
+        assert got[0]["specialists"]["activated_other_views"] == []  # (nearly) every gate is open in every view
+        other = {**got[0], "specialists": {**got[0]["specialists"], "activated": ["primary"],
+                                           "activated_other_views": ["media"]}}
+        assert "specialists activated: primary (of" in format_annotations(other)
+        assert "; in another row view also media;" in format_annotations(other)
 
 
 class RefusingAnnotator:

@@ -106,6 +106,10 @@ def test_a_routed_model_activates_the_union_of_its_groups():
                                          part("c", [False, True, False]), part("d", [False, True, False])],
                                [tables[0].table_id])
     assert merged[0].activation.tolist() == [True, False, True]  # the union over view 0's groups
+    assert merged[0].activation_any.tolist() == [True, True, True]  # and over every read: view 1's too
+    # the joint decoding and the top-k cut keep both
+    from aegir.eval.grouped import top
+    assert top(merged[0], 1).activation_any.tolist() == [True, True, True]
 
 
 def test_an_orchestrator_reads_groups_through_the_annotator():

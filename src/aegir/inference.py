@@ -223,6 +223,10 @@ class CheckpointAnnotator:
             if annotator.specialists:
                 result["specialists"] = {
                     "activated": [n for n, on in zip(annotator.specialists, prediction.activation) if on],
+                    # specialists only another row view (or column group) activated: they read it too
+                    "activated_other_views": [] if prediction.activation_any is None else [
+                        n for n, on, first in zip(annotator.specialists, prediction.activation_any, prediction.activation)
+                        if on and not first],
                     "available": annotator.specialists,
                     # the output seam: the labels are the orchestrator's averaged with the activated ones'
                     "vote": annotator.model.vote,
@@ -301,9 +305,11 @@ def format_annotations(result: dict) -> str:
         s = result["specialists"]
         voted = "; labels voted with theirs" if s.get("vote") and s["activated"] else ""
         rule = ", routed by the router and the subject column's domain" if s.get("subject_rule") else ""
+        others = (f"; in another row view also {', '.join(s['activated_other_views'])}"
+                  if s.get("activated_other_views") else "")
         lines.append(f"specialists activated: {', '.join(s['activated']) or 'none'} "
-                     f"(of {', '.join(s['available'])}{rule}){voted}; "
-                     f"{s['critical_steps']} critical steps, {s['total_steps']} total")
+                     f"(of {', '.join(s['available'])}{rule}){voted}{others}; "
+                     f"{s['critical_steps']} critical steps, {s['total_steps']} total (the first row view's)")
     for n, row in enumerate(rows):
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4])
         if n == 0:

@@ -359,7 +359,7 @@ def map_prediction(prediction: TablePrediction, maps: Mapping[str, tuple[float, 
             probs = np.concatenate([mapped[:, None], probs[:, 1:] * rest[:, None]], axis=1)
         out[task] = (ids, probs)
     return TablePrediction(prediction.table_id, out["cta"][0], out["cta"][1], out["cpa"][0], out["cpa"][1],
-                           prediction.activation)
+                           prediction.activation, prediction.activation_any)
 
 
 def read_calibration(path: str | Path) -> dict:

@@ -22,7 +22,8 @@ column's label distribution is the mean of its views' softmax distributions.
 
 A table of at most `read_columns` columns read in one view is read exactly as before, from its
 prepared example. A routed model's activation for a table is the union over the groups of view 0
-(the table as prepared), so routing statistics do not grow with the views.
+(the table as prepared), so routing statistics do not grow with the views; the union over every
+read (`TablePrediction.activation_any`) says which specialists read any view of it.
 
 **Joint decoding** (`reading.joint_cta`, `reading.joint_cpa`). A table's merged distributions
 then go through `aegir.eval.joint`: each column's label is chosen with the table's other
@@ -214,15 +215,18 @@ def merge_predictions(plan: TableReads, predictions: Sequence[TablePrediction], 
         cpa_p, cpa_i = torch.from_numpy(cpa / views).topk(min(top_k, cpa_size), dim=-1)
         activations = [p.activation for view, _, p in table_parts if view == 0]
         activation = None if activations[0] is None else np.logical_or.reduce(np.stack(activations))
+        every = None if activation is None else np.logical_or.reduce(np.stack([p.activation for _, _, p in table_parts]))
         merged.append(TablePrediction(table_id=table_id, cta_ids=cta_i.numpy(), cta_probs=cta_p.float().numpy(),
-                                      cpa_ids=cpa_i.numpy(), cpa_probs=cpa_p.float().numpy(), activation=activation))
+                                      cpa_ids=cpa_i.numpy(), cpa_probs=cpa_p.float().numpy(), activation=activation,
+                                      activation_any=every))
     return merged
 
 
 def top(prediction: TablePrediction, top_k: int) -> TablePrediction:
     """The first `top_k` labels of each column of `prediction`."""
     return TablePrediction(prediction.table_id, prediction.cta_ids[:, :top_k], prediction.cta_probs[:, :top_k],
-                           prediction.cpa_ids[:, :top_k], prediction.cpa_probs[:, :top_k], prediction.activation)
+                           prediction.cpa_ids[:, :top_k], prediction.cpa_probs[:, :top_k], prediction.activation,
+                           prediction.activation_any)
 
 
 def decoded(predictions: Sequence[TablePrediction], decode: Callable[[TablePrediction], TablePrediction] | None,

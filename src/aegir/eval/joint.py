@@ -160,7 +160,7 @@ def decode_table(prediction: TablePrediction, repeats: LabelRepeats, weights: Ma
         chosen[first:] = decode_labels(dense[task][first:].numpy(), repeats.log_rate(task), weight)
         out[task] = _chosen_first(ids, probs, chosen, slice(first, None))
     return TablePrediction(prediction.table_id, out["cta"][0], out["cta"][1], out["cpa"][0], out["cpa"][1],
-                           prediction.activation)
+                           prediction.activation, prediction.activation_any)
 
 
 def table_decoder(repeats: LabelRepeats | None, weights: Mapping[str, float],

@@ -25,7 +25,10 @@ class TablePrediction:
     cta_ids, cta_probs: (C, k) class ids and softmax probabilities, best first.
     cpa_ids, cpa_probs: (C, k); row 0 (the subject column) is meaningless and never scored.
     activation: (S,) bool, the specialists a routed model activated for this table (None for a
-                model without routing).
+                model without routing); a table read in several row views or column groups:
+                its first view's (`aegir.eval.grouped.merge_predictions`).
+    activation_any: (S,) bool, the specialists any read of the table activated (every row view
+                and column group), or None where that is `activation` (one read).
     """
 
     table_id: str
@@ -34,6 +37,7 @@ class TablePrediction:
     cpa_ids: np.ndarray
     cpa_probs: np.ndarray
     activation: np.ndarray | None = None
+    activation_any: np.ndarray | None = None
 
 
 @torch.no_grad()
