@@ -365,7 +365,6 @@ def test_anchor_term_is_the_kl_from_the_frozen_primarys_labels():
     reference (it starts there); its gradient reaches the trained primary, and it is off
     without a reference or at weight 0."""
     from dataclasses import replace
-
     from types import SimpleNamespace
 
     from aegir.rl.parl import anchor_loss
