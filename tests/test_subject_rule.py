@@ -168,7 +168,7 @@ def test_one_read_of_the_frozen_primary_serves_the_rule_and_its_specialist_seat(
     assert out.activation_mask[:, 0].all()
     assert calls == [batch.batch_size]  # one read, of the whole batch
     with torch.no_grad():
-        whole, _ = orch.subject_read(batch)
+        _, whole = orch.subject_routing(batch)
         mask = torch.zeros(batch.batch_size, len(orch.specialist_names), dtype=torch.bool)
         mask[[0, 2], 0] = True  # two rows activate it
         shared = orch.read_specialists(batch, mask, known={"primary": whole})[0]

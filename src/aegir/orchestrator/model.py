@@ -176,41 +176,43 @@ class SwarmOrchestrator(nn.Module):
             return 0
         return labels_read_steps(self.specialists[self.specialist_names.index(SUBJECT_READER)].config)
 
+    @property
+    def shares_subject_read(self) -> bool:
+        """Whether the subject rule's read of a table also serves as its reader's read as a
+        specialist: with the rule on and the column seam, whose reads keep the labels the rule
+        needs (`subject_routing`)."""
+        if self.subject_route is None:
+            return False
+        return self.specialists[self.specialist_names.index(SUBJECT_READER)].columns
+
     def separate_reads(self, active) -> list[bool]:
         """Which of the specialists `active` marks (one flag per specialist) run a read of their
-        own in evaluation: all of them but the subject rule's reader, whose read of the table the
-        rule has already made (`subject_read`, with the column seam) and whose steps
-        `subject_steps` counts. What the critical and total steps count."""
+        own in evaluation: all of them but the subject rule's reader where its read is shared
+        (`shares_subject_read`; `subject_steps` counts it). What the critical and total steps
+        count."""
         flags = [bool(on) for on in active]
-        if self.subject_route is not None:
-            reader = self.specialist_names.index(SUBJECT_READER)
-            if self.specialists[reader].columns:
-                flags[reader] = False
+        if self.shares_subject_read:
+            flags[self.specialist_names.index(SUBJECT_READER)] = False
         return flags
 
     @torch.no_grad()
-    def subject_routing(self, batch: Batch) -> torch.Tensor:
-        """The subject rule, (B, S) bool: the specialists that own the domain the frozen Phase 1
+    def subject_routing(self, batch: Batch) -> tuple[torch.Tensor, SpecialistRead | None]:
+        """The subject rule: (B, S) bool, the specialists that own the domain the frozen Phase 1
         primary names for each table's subject column (its top CTA label of column 0, e.g.
-        `Movie/name` → the owner of `Movie`). On real tables the router, trained on synthetic
-        ones, misses the owner of many tables' domain (docs/experiments.md, "What routing costs
-        on real tables"); the primary's reading of the subject column names it more often."""
-        return self._subject_owners_of(self.subject_read(batch)[1])
-
-    def subject_read(self, batch: Batch) -> tuple[SpecialistRead | None, torch.Tensor]:
-        """The subject rule's reader on every row of `batch`: (its `SpecialistRead`, which the
-        orchestrator hands on as the `primary` specialist's read of the rows that activate it —
-        one read of the frozen primary serves both —, or None when its reads keep no labels,
-        i.e. without the column seam; its CTA logits (B, C, n_cta))."""
+        `Movie/name` → the owner of `Movie`); and the reader's `SpecialistRead` of the whole
+        batch where it is shared (`shares_subject_read`: the orchestrator hands it on as that
+        specialist's read of the rows that activate it, so the frozen primary reads once), else
+        None. On real tables the router, trained on synthetic ones, misses the owner of many
+        tables' domain (docs/experiments.md, "What routing costs on real tables"); the
+        primary's reading of the subject column names it more often."""
         reader = self.specialists[self.specialist_names.index(SUBJECT_READER)]
-        if reader.columns:
+        if self.shares_subject_read:
             read = reader(batch)
-            return read, read.labels[0]
-        return None, reader.model(batch).cta_logits
-
-    def _subject_owners_of(self, cta_logits: torch.Tensor) -> torch.Tensor:
+            cta_logits = read.labels[0]
+        else:
+            read, cta_logits = None, reader.model(batch).cta_logits
         top = cta_logits[:, 0].argmax(-1)  # (B,)
-        return self._subject_owners.to(top.device)[top]
+        return self._subject_owners.to(top.device)[top], read
 
     def routing_log_prob(self, routing_hidden: torch.Tensor, activation_mask: torch.Tensor) -> torch.Tensor:
         """log π(activation_mask) under the current parameters, (B, S)."""
@@ -331,10 +333,9 @@ class SwarmOrchestrator(nn.Module):
             decision = self.route(routing_hidden, sample=sample, generator=generator)
             if self.subject_route is not None and not sample:
                 start = time.perf_counter()
-                read, cta_logits = self.subject_read(batch)
+                owners, read = self.subject_routing(batch)
                 if read is not None:
                     known[SUBJECT_READER] = read
-                owners = self._subject_owners_of(cta_logits)
                 decision = replace(decision, activation_mask=decision.activation_mask | owners)
                 seconds["subject"] = time.perf_counter() - start
             decision = cap_decision(decision, cap)

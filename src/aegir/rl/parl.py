@@ -258,16 +258,26 @@ def distill_loss(orch: SwarmOrchestrator, batch: Batch, out, activation_mask: to
     from aegir.orchestrator.ensemble import ensemble_probs
 
     own = orch.specialist_logits(batch, reads)  # B rows each
-    total, count = 0.0, 0
-    mask = batch.column_mask.repeat(K, 1)  # (K·B, C)
-    for task, (name, first) in enumerate((("cta_logits", 0), ("cpa_logits", 1))):
-        student = F.log_softmax(getattr(out, name).float(), -1)
+
+    def cross_entropy(task: int, student: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             teacher = ensemble_probs(student.exp(), [None if o is None else o[task].float().softmax(-1).repeat(K, 1, 1)
                                                      for o in own], activation_mask)
+        return -(teacher * student).sum(-1)
+
+    return label_mean(batch, out, K, cross_entropy)
+
+
+def label_mean(batch: Batch, out, K: int, per_column) -> torch.Tensor:
+    """The mean of `per_column(task, log-probs (K·B, C, n))` — a (K·B, C) tensor — over the label
+    decisions of K·B rows (row k·B + b is table b): every real column's CTA (task 0) and every
+    non-subject column's CPA (task 1). The column average of `distill_loss` and `anchor_loss`."""
+    total, count = 0.0, 0
+    mask = batch.column_mask.repeat(K, 1)  # (K·B, C)
+    for task, (name, first) in enumerate((("cta_logits", 0), ("cpa_logits", 1))):
         valid = mask.clone()
         valid[:, :first] = False
-        total = total - (teacher * student).sum(-1)[valid].sum()
+        total = total + per_column(task, F.log_softmax(getattr(out, name).float(), -1))[valid].sum()
         count += int(valid.sum())
     return total / max(count, 1)
 
@@ -280,18 +290,12 @@ def anchor_loss(batch: Batch, out, reference: tuple[torch.Tensor, torch.Tensor],
     tables pull the primary away from what it read well on real ones (its control ends below
     it on `real`, docs/experiments.md); the anchor holds it near its start where the gold
     labels and the rewards do not ask it to move."""
-    total, count = 0.0, 0
-    mask = batch.column_mask.repeat(K, 1)  # (K·B, C)
-    for task, (name, first) in enumerate((("cta_logits", 0), ("cpa_logits", 1))):
-        student = F.log_softmax(getattr(out, name).float(), -1)
+    def kl(task: int, student: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             teacher = F.log_softmax(reference[task].float(), -1).repeat(K, 1, 1)
-        valid = mask.clone()
-        valid[:, :first] = False
-        kl = (teacher.exp() * (teacher - student)).sum(-1)
-        total = total + kl[valid].sum()
-        count += int(valid.sum())
-    return total / max(count, 1)
+        return (teacher.exp() * (teacher - student)).sum(-1)
+
+    return label_mean(batch, out, K, kl)
 
 
 def token_loss(orch: SwarmOrchestrator, batch: Batch, fwd: PolicyForward, rollouts: Rollouts,
