@@ -403,6 +403,39 @@ def test_anchor_term_is_the_kl_from_the_frozen_primarys_labels():
     assert float(same) == pytest.approx(0.0, abs=1e-6)
 
 
+def test_fused_primary_lr_holds_the_fused_runs_primary_and_never_the_controls():
+    """`fused_primary_lr` 0: an AdamW step (with decay) leaves every weight of the fused run's
+    primary as it was, to the bit, and moves its new parts; the control (no specialists) and the
+    default (null) move the primary at `lr`. Out-of-range values fail naming the key."""
+    from aegir.config import Phase3Config
+    from aegir.errors import ConfigError
+    from aegir.orchestrator.model import build_orchestrator
+    from aegir.rl.parl_training import make_optimizer
+    from test_swarm import tiny
+
+    def moved_after_a_step(model, cfg) -> dict[str, bool]:
+        params = {name: p for name, p in model.trainable_parameters().items() if p.numel()}  # the control's gates: empty
+        before = {name: p.detach().clone() for name, p in params.items()}
+        optimizer = make_optimizer(model, cfg)
+        for p in params.values():
+            p.grad = torch.ones_like(p)
+        optimizer.step()
+        return {name: not torch.equal(p.detach(), before[name]) for name, p in params.items()}
+
+    frozen = Phase3Config(lr=1e-2, fusion_lr=1e-2, weight_decay=0.1, fused_primary_lr=0.0)
+    fused = moved_after_a_step(orchestrator()[0], frozen)
+    assert not any(moved for name, moved in fused.items() if name.startswith("primary."))
+    new_parts = [moved for name, moved in fused.items() if not name.startswith("primary.")]
+    assert new_parts and all(new_parts)
+    control = moved_after_a_step(build_orchestrator(tiny(0), {}), frozen)
+    assert control and all(control.values()) and all(name.startswith("primary.") for name in control)
+    default = moved_after_a_step(orchestrator()[0], Phase3Config(lr=1e-2, fusion_lr=1e-2))
+    assert all(default.values())
+    for bad in (-0.1, 2.0):
+        with pytest.raises(ConfigError, match="phase3.fused_primary_lr"):
+            Phase3Config(fused_primary_lr=bad)
+
+
 def test_distillation_with_the_stream_seam_takes_the_specialists_labels_from_their_reads():
     """With the stream seam the teacher's specialist labels come from the decoder outputs their
     reads already hold (`specialist_logits`): on every row a specialist read, the same logits as

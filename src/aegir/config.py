@@ -367,6 +367,7 @@ class Phase3Config:
     ppo_epochs: int = 2  # updates per batch of rollouts (the first reuses the rollout forward)
     lr: float = 5e-4  # peak lr of the primary (it starts trained)
     fusion_lr: float = 3e-3  # peak lr of the new parts: router, alignments, fusion gates
+    fused_primary_lr: float | None = None  # the primary's peak lr in the fused run alone (None: lr; 0: frozen there, only the new parts learn); the control keeps lr
     min_lr_ratio: float = 0.1  # final lr as a share of the peak (cosine)
     warmup_steps: int = 20
     weight_decay: float = 0.01  # AdamW, on matrices of the primary only
@@ -410,6 +411,8 @@ class Phase3Config:
         check(1 <= self.ppo_epochs <= 16, "ppo_epochs", f"must be in [1, 16], got {self.ppo_epochs}")
         for key in ("lr", "fusion_lr"):
             check(0 < getattr(self, key) <= 1, key, f"must be in (0, 1], got {getattr(self, key)}")
+        check(self.fused_primary_lr is None or 0 <= self.fused_primary_lr <= 1, "fused_primary_lr",
+              f"must be null or in [0, 1], got {self.fused_primary_lr}")
         check(0 <= self.min_lr_ratio <= 1, "min_lr_ratio", f"must be in [0, 1], got {self.min_lr_ratio}")
         check(self.warmup_steps >= 0, "warmup_steps", "must be ≥ 0")
         check(0 <= self.weight_decay < 1, "weight_decay", f"must be in [0, 1), got {self.weight_decay}")

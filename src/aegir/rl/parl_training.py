@@ -41,7 +41,11 @@ from aegir.train.step import process_shard
 
 def make_optimizer(orch: SwarmOrchestrator, cfg: Phase3Config) -> torch.optim.AdamW:
     """Three groups: the primary's matrices (decay, lr), its vectors and embeddings (lr), and
-    the new parts — router, alignments, fusion gates (fusion_lr, no decay)."""
+    the new parts — router, alignments, fusion gates (fusion_lr, no decay). In the fused run
+    (an orchestrator with specialists) the primary's two groups take `fused_primary_lr` where it
+    is set: at 0 its weights stay the Phase 1 primary's to the bit (AdamW's step and decay both
+    scale with the lr) while its gradients still count in the clipped norm; the control keeps lr."""
+    primary_lr = cfg.lr if cfg.fused_primary_lr is None or not orch.num_specialists else cfg.fused_primary_lr
     groups: dict[str, list] = {"decay": [], "plain": [], "new": []}
     for name, param in orch.trainable_parameters().items():
         if not name.startswith("primary."):
@@ -50,9 +54,11 @@ def make_optimizer(orch: SwarmOrchestrator, cfg: Phase3Config) -> torch.optim.Ad
             groups["decay"].append(param)
         else:
             groups["plain"].append(param)
-    spec = [{"params": groups["decay"], "weight_decay": cfg.weight_decay, "peak": cfg.lr},
-            {"params": groups["plain"], "weight_decay": 0.0, "peak": cfg.lr},
+    spec = [{"params": groups["decay"], "weight_decay": cfg.weight_decay, "peak": primary_lr},
+            {"params": groups["plain"], "weight_decay": 0.0, "peak": primary_lr},
             {"params": groups["new"], "weight_decay": 0.0, "peak": cfg.fusion_lr}]
+    for group in spec:  # the training loop sets each group's lr to peak × the schedule before every step
+        group["lr"] = group["peak"]
     return torch.optim.AdamW([g for g in spec if g["params"]], lr=cfg.lr, betas=(0.9, 0.98), eps=1e-8,
                              fused=True)
 
