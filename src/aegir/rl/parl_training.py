@@ -59,8 +59,7 @@ def make_optimizer(orch: SwarmOrchestrator, cfg: Phase3Config) -> torch.optim.Ad
             {"params": groups["new"], "weight_decay": 0.0, "peak": cfg.fusion_lr}]
     for group in spec:  # the training loop sets each group's lr to peak × the schedule before every step
         group["lr"] = group["peak"]
-    return torch.optim.AdamW([g for g in spec if g["params"]], lr=cfg.lr, betas=(0.9, 0.98), eps=1e-8,
-                             fused=True)
+    return torch.optim.AdamW([g for g in spec if g["params"]], betas=(0.9, 0.98), eps=1e-8, fused=True)
 
 
 def average_gradients(params: list[torch.nn.Parameter], accelerator: Accelerator) -> None:
