@@ -94,6 +94,33 @@ def test_the_rule_adds_to_the_router_and_changes_the_labels():
     assert both.activation_mask.all()  # the rule only adds: it never closes a gate
 
 
+@pytest.mark.parametrize("router_bias", [-30.0, 0.0, 30.0])
+def test_phase4_views_route_as_the_whole_forward_without_reading_the_specialists(router_bias, monkeypatch):
+    """With the labels given (Phase 3's stored readings), `table_views` takes only the routing
+    (`decide`: router, then the rule): the same activation and policy input as the whole
+    forward's, no specialist read beyond the rule's own."""
+    from aegir.orchestrator.specialist import FrozenSpecialist
+    from aegir.swarm.model import prediction_of, table_views
+    from test_vote import examples_of
+
+    orch = ruled("Movie/name", router_bias=router_bias)
+    examples = examples_of(MORE_TABLES)
+    family = torch.full((len(cta_vocab()),), -1)
+    full = table_views(orch, examples, len(examples), family)  # labels from the whole routed forward
+    readings = [prediction_of(v.cta_logp, v.cpa_logp, e.table_id) for v, e in zip(full, examples)]
+    reads = []
+    original = FrozenSpecialist.read
+    monkeypatch.setattr(FrozenSpecialist, "read", lambda self, *a, **k: reads.append(self.name) or original(self, *a, **k))
+    given = table_views(orch, examples, len(examples), family, readings)
+    assert not reads  # the rule's reader reads once, through `subject_routing`; no one else
+    for a, b in zip(full, given):
+        assert a.phase3_active == b.phase3_active and a.phase3_reads == b.phase3_reads
+        assert torch.equal(a.hidden, b.hidden)
+    assert any(v.phase3_active[1] for v in given)  # media: the rule's owner of Movie, every table
+    if router_bias > 0:
+        assert all(all(v.phase3_active) for v in given)
+
+
 def test_training_routing_never_follows_the_rule():
     from aegir.rl.parl import policy_forward
 

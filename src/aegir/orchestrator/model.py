@@ -214,6 +214,27 @@ class SwarmOrchestrator(nn.Module):
         top = cta_logits[:, 0].argmax(-1)  # (B,)
         return self._subject_owners.to(top.device)[top], read
 
+    def decide(self, batch: Batch, routing_hidden: torch.Tensor, sample: bool = False,
+               generator: torch.Generator | None = None, cap: int | None = None,
+               seconds: dict[str, float] | None = None) -> tuple[RouterDecision, dict[str, SpecialistRead]]:
+        """The routing `forward` makes when given none: the router samples or thresholds (`route`),
+        then, with the subject rule on and not sampling, the owners it names join
+        (`subject_routing`), then `cap` applies. Also the reads made on the way (the subject
+        rule's shared read, by specialist name), for `read_specialists`' `known`; `seconds`
+        receives the subject rule's wall-clock. On its own: which specialists a table activates
+        without reading them (`aegir.swarm.model.table_views`)."""
+        known: dict[str, SpecialistRead] = {}
+        decision = self.route(routing_hidden, sample=sample, generator=generator)
+        if self.subject_route is not None and not sample:
+            start = time.perf_counter()
+            owners, read = self.subject_routing(batch)
+            if read is not None:
+                known[SUBJECT_READER] = read
+            decision = replace(decision, activation_mask=decision.activation_mask | owners)
+            if seconds is not None:
+                seconds["subject"] = time.perf_counter() - start
+        return cap_decision(decision, cap), known
+
     def routing_log_prob(self, routing_hidden: torch.Tensor, activation_mask: torch.Tensor) -> torch.Tensor:
         """log π(activation_mask) under the current parameters, (B, S)."""
         return self.router.log_prob(self.router_norm(routing_hidden), activation_mask)
@@ -330,15 +351,8 @@ class SwarmOrchestrator(nn.Module):
 
         known: dict[str, SpecialistRead] = {}
         if decision is None:
-            decision = self.route(routing_hidden, sample=sample, generator=generator)
-            if self.subject_route is not None and not sample:
-                start = time.perf_counter()
-                owners, read = self.subject_routing(batch)
-                if read is not None:
-                    known[SUBJECT_READER] = read
-                decision = replace(decision, activation_mask=decision.activation_mask | owners)
-                seconds["subject"] = time.perf_counter() - start
-            decision = cap_decision(decision, cap)
+            decision, known = self.decide(batch, routing_hidden, sample=sample, generator=generator, cap=cap,
+                                          seconds=seconds)
         mask = decision.activation_mask
         reads = self.read_specialists(batch, mask, seconds, known)
         start = time.perf_counter()

@@ -147,22 +147,27 @@ def table_views(orch: SwarmOrchestrator, examples: list[Example], batch_size: in
     reads = [specialist_read_steps(s.config, orch.stream_seam, orch.column_seam) for s in orch.specialists]
     views: list[TableView | None] = [None] * len(examples)
     orch.eval()
+    n_cta, n_cpa = orch.primary.config.n_cta, orch.primary.config.n_cpa
     for indices in eval_batches(examples, batch_size):
         batch = collate([examples[i] for i in indices])
         encoded = orch.encode(batch)
         hidden = orch.primary.routing_hidden(batch, encoded)
-        routed = orch.voted(batch, orch(batch, hidden if orch.num_specialists else None, encoded=encoded))
-        cta = torch.log_softmax(routed.output.cta_logits.float(), -1)
-        cpa = torch.log_softmax(routed.output.cpa_logits.float(), -1)
+        if readings is None:  # the labels too: the whole routed forward and the vote
+            routed = orch.voted(batch, orch(batch, hidden if orch.num_specialists else None, encoded=encoded))
+            mask = routed.activation_mask
+            cta = torch.log_softmax(routed.output.cta_logits.float(), -1)
+            cpa = torch.log_softmax(routed.output.cpa_logits.float(), -1)
+        else:  # only the routing: the specialists are not read for labels that `readings` holds
+            mask = orch.decide(batch, hidden)[0].activation_mask if orch.num_specialists else None
         for row, i in enumerate(indices):
             e, c = examples[i], examples[i].num_columns
-            active = routed.activation_mask[row].tolist() if routed.activation_mask is not None else []
+            active = mask[row].tolist() if mask is not None else []
             if readings is None:
                 cta_logp, cpa_logp, reading = cta[row, :c].clone(), cpa[row, :c].clone(), None
             else:
                 reading = readings[i]
-                cta_logp = dense_log(reading.cta_ids, reading.cta_probs, cta.shape[-1])
-                cpa_logp = dense_log(reading.cpa_ids, reading.cpa_probs, cpa.shape[-1])
+                cta_logp = dense_log(reading.cta_ids, reading.cta_probs, n_cta)
+                cpa_logp = dense_log(reading.cpa_ids, reading.cpa_probs, n_cpa)
             views[i] = TableView(
                 num_columns=c, cta_logp=cta_logp, cpa_logp=cpa_logp,
                 hidden=hidden[row].float().clone(),
@@ -170,8 +175,8 @@ def table_views(orch: SwarmOrchestrator, examples: list[Example], batch_size: in
                 phase3_active=tuple(bool(on) for on in active),
                 deep_columns=deep_columns(cta_logp.argmax(-1).tolist(), family),
                 reading=reading,
-                consult=tuple((dense_log(p[i].cta_ids, p[i].cta_probs, cta.shape[-1]),
-                               dense_log(p[i].cpa_ids, p[i].cpa_probs, cpa.shape[-1])) for p in consult),
+                consult=tuple((dense_log(p[i].cta_ids, p[i].cta_probs, n_cta),
+                               dense_log(p[i].cpa_ids, p[i].cpa_probs, n_cpa)) for p in consult),
                 group_columns=group_columns, phase3_subject=orch.subject_steps,
                 cta_gold=torch.from_numpy(e.cta_labels.astype(np.int64)),
                 cpa_gold=torch.from_numpy(e.cpa_labels.astype(np.int64)),
