@@ -141,7 +141,9 @@ def table_views(orch: SwarmOrchestrator, examples: list[Example], batch_size: in
                 consult: Sequence[Sequence[TablePrediction]] = (), group_columns: int = 0) -> list[TableView]:
     """One `TableView` per example: the frozen Phase 3 orchestrator's routed read of it (the
     policy's input, the specialists it routed to), and its label distributions: `readings[i]`
-    (`phase3_readings`, the table as `phase3` reads it) when given, else that one read's.
+    (`phase3_readings`, the table as `phase3` reads it) when given, else that one read's. With
+    `readings` only the routing runs (`SwarmOrchestrator.decide`: the router, then the subject
+    rule), not the specialists' reads, the fusion and the vote whose labels they would replace.
     consult: per sub-agent specialist kind, its second opinion of every table
     (`subagent_readings`); group_columns: the orchestrator's column-group width."""
     reads = [specialist_read_steps(s.config, orch.stream_seam, orch.column_seam) for s in orch.specialists]
