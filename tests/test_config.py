@@ -53,6 +53,8 @@ def test_project_params_parse():
         ({"phase3": {"stream_seam": "yes"}}, "phase3.stream_seam"),
         ({"phase3": {"rl_weight": -1.0}}, "phase3.rl_weight"),
         ({"phase3": {"rl_weight": 0.0, "ce_weight": 0.0, "distill_weight": 0.0}}, "phase3.rl_weight"),
+        ({"phase3": {"average_decay": 1.0}}, "phase3.average_decay"),
+        ({"phase3": {"average_decay": -0.5}}, "phase3.average_decay"),
     ],
 )
 def test_bad_params_name_the_key(raw, key):

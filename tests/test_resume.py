@@ -132,3 +132,61 @@ def test_no_state_and_another_runs_state_are_ignored_silently(tmp_path):
         save_state(tmp_path / "state", model, optimizer, TrainingProgress(2, 0, 2), "run-a")
         (tmp_path / "state" / STATE_TENSORS).write_bytes(b"")  # not even read: the state is another run's
         assert load_state(tmp_path / "state", model, optimizer, "run-b") is None
+
+
+def test_phase3_weight_average_is_the_decayed_mean_and_resumes_with_the_state(tmp_path):
+    """`phase3.average_decay`: the moving average of a run's weights lives in the optimizer's
+    state, so a run saved after 3 updates and resumed for 2 more ends with the average of the
+    run that did all 5 at once."""
+    from aegir.rl.parl_training import AVERAGE, update_average, use_average
+
+    def run(model, optimizer, steps, first):
+        history = []
+        for step in range(steps):
+            torch.manual_seed(100 + first + step)
+            before = {p: p.detach().clone() for p in model.parameters()} if first + step == 0 else None
+            model(torch.randn(4, 3)).pow(2).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            update_average(optimizer, 0.9, before)
+            history.append(model.weight.detach().clone())
+        return history
+
+    torch.manual_seed(0)
+    whole = torch.nn.Linear(3, 2)
+    start = whole.weight.detach().clone()
+    whole_opt = torch.optim.AdamW(whole.parameters(), lr=0.1)
+    history = run(whole, whole_opt, 5, 0)
+    expected = start
+    for value in history:
+        expected = 0.9 * expected + 0.1 * value
+    torch.testing.assert_close(whole_opt.state[whole.weight][AVERAGE], expected)
+    assert not torch.equal(expected, history[-1])  # the average is not the last weights
+
+    torch.manual_seed(0)
+    part = torch.nn.Linear(3, 2)
+    part_opt = torch.optim.AdamW(part.parameters(), lr=0.1)
+    run(part, part_opt, 3, 0)
+    save_state(tmp_path / "state", part, part_opt, TrainingProgress(3, 0, 3), "run")
+    torch.manual_seed(5)
+    resumed = torch.nn.Linear(3, 2)
+    resumed_opt = torch.optim.AdamW(resumed.parameters(), lr=0.1)
+    assert load_state(tmp_path / "state", resumed, resumed_opt, "run") == TrainingProgress(3, 0, 3)
+    run(resumed, resumed_opt, 2, 3)
+    for p, q in zip(whole.parameters(), resumed.parameters()):
+        assert torch.equal(whole_opt.state[p][AVERAGE], resumed_opt.state[q][AVERAGE])
+    use_average(resumed_opt)
+    assert torch.equal(resumed.weight, whole_opt.state[whole.weight][AVERAGE])
+
+
+def test_phase3_weight_average_needs_its_start_and_an_update():
+    from aegir.rl.parl_training import update_average, use_average
+
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+    with pytest.raises(ValueError, match="no moving average"):
+        use_average(optimizer)
+    model(torch.randn(4, 3)).sum().backward()
+    optimizer.step()
+    with pytest.raises(ValueError, match="needs the weights from before it"):
+        update_average(optimizer, 0.9)

@@ -6,7 +6,9 @@ clipped loss (ε annealed `clip_start` → `clip_end`) + `ce_weight` · CE on go
 chunker's ratio loss, `ppo_epochs` updates per batch. The batch is split across processes and
 gradients are averaged (`average_gradients`); every sample comes from a generator seeded by
 (seed, step, process) (`step_generator`), so a CPU run with one process is deterministic and a
-killed run resumes exactly. Logging, validation and the resume state: `aegir.train.loop`.
+killed run resumes exactly. With `average_decay` the run ends with the exponential moving
+average of its weights over the updates (`update_average`), kept in the optimizer's state so
+that it resumes too. Logging, validation and the resume state: `aegir.train.loop`.
 """
 
 from __future__ import annotations
@@ -60,6 +62,37 @@ def make_optimizer(orch: SwarmOrchestrator, cfg: Phase3Config) -> torch.optim.Ad
     for group in spec:  # the training loop sets each group's lr to peak × the schedule before every step
         group["lr"] = group["peak"]
     return torch.optim.AdamW([g for g in spec if g["params"]], betas=(0.9, 0.98), eps=1e-8, fused=True)
+
+
+AVERAGE = "average"  # the optimizer state key of a parameter's moving average (saved with the state)
+
+
+def update_average(optimizer: torch.optim.Optimizer, decay: float,
+                   before: dict[torch.nn.Parameter, torch.Tensor] | None = None) -> None:
+    """After an optimizer update: each parameter's moving average ← decay · average + (1 − decay)
+    · its new value. The average lives in the optimizer's state of the parameter (key
+    `AVERAGE`), so the resume state carries it and a resumed run ends with the same weights. On
+    a run's first update it starts from `before` (the parameter's value before that update)."""
+    with torch.no_grad():
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                state = optimizer.state[p]
+                if AVERAGE not in state:
+                    if before is None:
+                        raise ValueError("update_average: the first update needs the weights from before it")
+                    state[AVERAGE] = before[p]
+                state[AVERAGE].mul_(decay).add_(p.detach(), alpha=1 - decay)
+
+
+def use_average(optimizer: torch.optim.Optimizer) -> None:
+    """Put each parameter's moving average in its place (the run's final weights)."""
+    with torch.no_grad():
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                average = optimizer.state[p].get(AVERAGE)
+                if average is None:
+                    raise ValueError("use_average: a parameter has no moving average (no update was averaged)")
+                p.copy_(average)
 
 
 def average_gradients(params: list[torch.nn.Parameter], accelerator: Accelerator) -> None:
@@ -163,7 +196,11 @@ def train_run(orch: SwarmOrchestrator, run: str, params: Params, train: list[Exa
             loss.backward()
             average_gradients(trainable, accelerator)
             torch.nn.utils.clip_grad_norm_(trainable, cfg.grad_clip)
+            before = ({p: p.detach().clone() for p in trainable}
+                      if cfg.average_decay and step == 0 and epoch_k == 0 else None)
             optimizer.step()
+            if cfg.average_decay:
+                update_average(optimizer, cfg.average_decay, before)
             optimizer.zero_grad(set_to_none=True)
             if epoch_k == 0:
                 first_parts = parts
@@ -192,6 +229,8 @@ def train_run(orch: SwarmOrchestrator, run: str, params: Params, train: list[Exa
         loop.after_step(done, TrainingProgress(done, 0, 0))
     bar.close()
     seconds = time.perf_counter() - start_time
+    if cfg.average_decay:  # the run's weights from here on (the final validation, the saved state, the stage)
+        use_average(optimizer)
     if progress.step < cfg.steps:
         loop.log_valid(cfg.steps, loop.validate())
     loop.wait()

@@ -115,7 +115,7 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
     if len(train) < cfg.batch_size:
         raise AegirError(f"phase3: {len(train)} training tables, fewer than phase3.batch_size = {cfg.batch_size}")
     # a knob added at its off value leaves the runs' fingerprint of before (their saved states resume)
-    added_off = {"anchor_weight": 0, "fused_primary_lr": None}
+    added_off = {"anchor_weight": 0, "fused_primary_lr": None, "average_decay": 0}
     settings = {key: value for key, value in asdict(cfg).items()
                 if not (key in added_off and value == added_off[key])}
     base = {"phase3": settings, "lambda": asdict(params.sections["lambda"]), "rewards": asdict(params.rewards),
