@@ -138,13 +138,13 @@ def test_phase3_weight_average_is_the_decayed_mean_and_resumes_with_the_state(tm
     """`phase3.average_decay`: the moving average of a run's weights lives in the optimizer's
     state, so a run saved after 3 updates and resumed for 2 more ends with the average of the
     run that did all 5 at once."""
-    from aegir.rl.parl_training import AVERAGE, update_average, use_average
+    from aegir.rl.parl_training import AVERAGE, pending_average, update_average, use_average
 
     def run(model, optimizer, steps, first):
         history = []
         for step in range(steps):
             torch.manual_seed(100 + first + step)
-            before = {p: p.detach().clone() for p in model.parameters()} if first + step == 0 else None
+            before = pending_average(optimizer)
             model(torch.randn(4, 3)).pow(2).sum().backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
@@ -179,14 +179,49 @@ def test_phase3_weight_average_is_the_decayed_mean_and_resumes_with_the_state(tm
     assert torch.equal(resumed.weight, whole_opt.state[whole.weight][AVERAGE])
 
 
+def test_phase3_weight_average_of_a_parameter_the_first_updates_miss():
+    """A parameter without a gradient at the first updates (a specialist's gate no table chose)
+    gets no optimizer state there; its average starts with the first update that reaches it, and
+    the optimizer's own trajectory is that of a run without averages."""
+    from aegir.rl.parl_training import AVERAGE, pending_average, update_average, use_average
+
+    def train(average: bool):
+        torch.manual_seed(0)
+        a, b = torch.nn.Linear(3, 2), torch.nn.Linear(2, 1)
+        optimizer = torch.optim.AdamW([*a.parameters(), *b.parameters()], lr=0.1, fused=True)
+        start_b = b.weight.detach().clone()
+        for step in range(4):
+            torch.manual_seed(10 + step)
+            before = pending_average(optimizer)
+            out = a(torch.randn(4, 3))
+            (b(out).sum() if step >= 2 else out.pow(2).sum()).backward()  # b untouched at updates 0 and 1
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            if average:
+                update_average(optimizer, 0.5, before)
+                if step < 2:
+                    assert AVERAGE not in optimizer.state[b.weight] and not optimizer.state[b.weight]
+                    assert torch.equal(b.weight, start_b)
+        return a, b, optimizer, start_b
+
+    a, b, optimizer, start_b = train(True)
+    plain_a, plain_b, _, _ = train(False)
+    for p, q in zip([*a.parameters(), *b.parameters()], [*plain_a.parameters(), *plain_b.parameters()]):
+        assert torch.equal(p, q)  # the averages leave AdamW's own updates alone
+    # b's average: its value before update 2 (its start), then updates 2 and 3
+    assert not torch.equal(optimizer.state[b.weight][AVERAGE], b.weight)
+    use_average(optimizer)
+    assert torch.equal(b.weight, optimizer.state[b.weight][AVERAGE])
+
+
 def test_phase3_weight_average_needs_its_start_and_an_update():
     from aegir.rl.parl_training import update_average, use_average
 
     model = torch.nn.Linear(3, 2)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
-    with pytest.raises(ValueError, match="no moving average"):
+    with pytest.raises(ValueError, match="no parameter has a moving average"):
         use_average(optimizer)
     model(torch.randn(4, 3)).sum().backward()
     optimizer.step()
-    with pytest.raises(ValueError, match="needs the weights from before it"):
-        update_average(optimizer, 0.9)
+    with pytest.raises(ValueError, match="needs its value from before it"):
+        update_average(optimizer, 0.9, {})

@@ -67,31 +67,44 @@ def make_optimizer(orch: SwarmOrchestrator, cfg: Phase3Config) -> torch.optim.Ad
 AVERAGE = "average"  # the optimizer state key of a parameter's moving average (saved with the state)
 
 
+def pending_average(optimizer: torch.optim.Optimizer) -> dict[torch.nn.Parameter, torch.Tensor]:
+    """Copies of the parameters whose moving average has not started (no update has reached
+    them yet): `update_average` starts theirs from these values."""
+    return {p: p.detach().clone() for group in optimizer.param_groups for p in group["params"]
+            if AVERAGE not in optimizer.state[p]}
+
+
 def update_average(optimizer: torch.optim.Optimizer, decay: float,
-                   before: dict[torch.nn.Parameter, torch.Tensor] | None = None) -> None:
+                   before: dict[torch.nn.Parameter, torch.Tensor]) -> None:
     """After an optimizer update: each parameter's moving average ← decay · average + (1 − decay)
     · its new value. The average lives in the optimizer's state of the parameter (key
-    `AVERAGE`), so the resume state carries it and a resumed run ends with the same weights. On
-    a run's first update it starts from `before` (the parameter's value before that update)."""
+    `AVERAGE`), so the resume state carries it and a resumed run ends with the same weights. A
+    parameter's average starts at the first update that reaches it (the optimizer then has a
+    state for it), from its value before that update (`before`, taken by `pending_average`);
+    until then the parameter is still its starting value. (The average is never put into a
+    state the optimizer has not made: AdamW would take a state it finds for one it made.)"""
     with torch.no_grad():
         for group in optimizer.param_groups:
             for p in group["params"]:
                 state = optimizer.state[p]
-                if AVERAGE not in state:
-                    if before is None:
-                        raise ValueError("update_average: the first update needs the weights from before it")
-                    state[AVERAGE] = before[p]
-                state[AVERAGE].mul_(decay).add_(p.detach(), alpha=1 - decay)
+                if AVERAGE in state:
+                    state[AVERAGE].mul_(decay).add_(p.detach(), alpha=1 - decay)
+                elif state:  # this update was the first to reach it
+                    if p not in before:
+                        raise ValueError("update_average: a parameter's first averaged update needs its "
+                                         "value from before it (pending_average)")
+                    state[AVERAGE] = before[p].clone().mul_(decay).add_(p.detach(), alpha=1 - decay)
 
 
 def use_average(optimizer: torch.optim.Optimizer) -> None:
-    """Put each parameter's moving average in its place (the run's final weights)."""
+    """Put each parameter's moving average in its place (the run's final weights); a parameter
+    no update reached keeps its value, its starting one."""
     with torch.no_grad():
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                average = optimizer.state[p].get(AVERAGE)
-                if average is None:
-                    raise ValueError("use_average: a parameter has no moving average (no update was averaged)")
+        averages = [(p, optimizer.state[p].get(AVERAGE)) for group in optimizer.param_groups for p in group["params"]]
+        if all(average is None for _, average in averages):
+            raise ValueError("use_average: no parameter has a moving average (no update was averaged)")
+        for p, average in averages:
+            if average is not None:
                 p.copy_(average)
 
 
@@ -196,8 +209,7 @@ def train_run(orch: SwarmOrchestrator, run: str, params: Params, train: list[Exa
             loss.backward()
             average_gradients(trainable, accelerator)
             torch.nn.utils.clip_grad_norm_(trainable, cfg.grad_clip)
-            before = ({p: p.detach().clone() for p in trainable}
-                      if cfg.average_decay and step == 0 and epoch_k == 0 else None)
+            before = pending_average(optimizer) if cfg.average_decay else None
             optimizer.step()
             if cfg.average_decay:
                 update_average(optimizer, cfg.average_decay, before)
