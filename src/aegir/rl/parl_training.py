@@ -80,9 +80,10 @@ def update_average(optimizer: torch.optim.Optimizer, decay: float,
     · its new value. The average lives in the optimizer's state of the parameter (key
     `AVERAGE`), so the resume state carries it and a resumed run ends with the same weights. A
     parameter's average starts at the first update that reaches it (the optimizer then has a
-    state for it), from its value before that update (`before`, taken by `pending_average`);
-    until then the parameter is still its starting value. (The average is never put into a
-    state the optimizer has not made: AdamW would take a state it finds for one it made.)"""
+    state for it), from its value before that update (`before`: the copies `pending_average`
+    took, which become the averages); until then the parameter is still its starting value.
+    (The average is never put into a state the optimizer has not made: AdamW would take a state
+    it finds for one it made.)"""
     with torch.no_grad():
         for group in optimizer.param_groups:
             for p in group["params"]:
@@ -93,7 +94,7 @@ def update_average(optimizer: torch.optim.Optimizer, decay: float,
                     if p not in before:
                         raise ValueError("update_average: a parameter's first averaged update needs its "
                                          "value from before it (pending_average)")
-                    state[AVERAGE] = before[p].clone().mul_(decay).add_(p.detach(), alpha=1 - decay)
+                    state[AVERAGE] = before[p].mul_(decay).add_(p.detach(), alpha=1 - decay)
 
 
 def use_average(optimizer: torch.optim.Optimizer) -> None:
