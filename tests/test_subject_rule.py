@@ -36,12 +36,13 @@ def reader_naming(label: str):
     return model
 
 
-def ruled(label: str, rule: bool = True, router_bias: float = -30.0):
+def ruled(label: str, rule: bool = True, router_bias: float = -30.0, vote_primary: bool = False,
+          column_seam: bool = True):
     """An orchestrator over a reader naming `label`, `media` and `places`, whose router opens
-    no gate (bias `router_bias`), with the subject rule on or off."""
+    no gate (bias `router_bias`), with the subject rule on or off (and its reader voting)."""
     specialists = {"primary": reader_naming(label), "media": tiny(2), "places": tiny(3, main_layers=2)}
-    orch = build_orchestrator(tiny(0), specialists, 0.5, stream_seam=True, column_seam=True, vote=True,
-                              subject_route=OWNERS if rule else None)
+    orch = build_orchestrator(tiny(0), specialists, 0.5, stream_seam=True, column_seam=column_seam, vote=True,
+                              subject_route=OWNERS if rule else None, vote_primary=vote_primary)
     open_gates(orch, seed=4)
     with torch.no_grad():
         orch.router.proj.bias.fill_(router_bias)
@@ -195,7 +196,7 @@ def test_one_read_of_the_frozen_primary_serves_the_rule_and_its_specialist_seat(
     assert out.activation_mask[:, 0].all()
     assert calls == [batch.batch_size]  # one read, of the whole batch
     with torch.no_grad():
-        _, whole = orch.subject_routing(batch)
+        _, whole, _ = orch.subject_routing(batch)
         mask = torch.zeros(batch.batch_size, len(orch.specialist_names), dtype=torch.bool)
         mask[[0, 2], 0] = True  # two rows activate it
         shared = orch.read_specialists(batch, mask, known={"primary": whole})[0]
@@ -225,3 +226,82 @@ def test_the_shared_read_is_counted_once():
     shared = orchestrator_steps(p, [s, s], [False, True], True, True, subject=reader)
     both = orchestrator_steps(p, [s, s], [True, True], True, True, subject=reader)
     assert shared[0] == both[0] and both[1] - shared[1] == 3 + 2
+
+
+@pytest.mark.parametrize("column_seam", [True, False])
+@pytest.mark.parametrize("router_bias", [-30.0, 30.0])
+def test_the_rules_reader_votes_on_every_table_with_vote_primary(router_bias, column_seam):
+    """`vote_primary`: the labels are the mean softmax of the seam's heads, each activated
+    specialist's and the frozen primary's, on every row whether the router activated it or not,
+    from the rule's read (no read more); the activation, and so the steps, unchanged."""
+    from aegir.orchestrator.ensemble import ensemble_probs
+
+    batch = make_batch(MORE_TABLES)
+    plain = ruled("Movie/name", router_bias=router_bias, column_seam=column_seam)
+    voting = ruled("Movie/name", router_bias=router_bias, column_seam=column_seam, vote_primary=True)
+    reads: dict[str, int] = {"plain": 0, "voting": 0}
+    hooks = [module.register_forward_hook(lambda module, args, out, name=name: reads.__setitem__(name, reads[name] + 1))
+             for name, orch in (("plain", plain), ("voting", voting))
+             for module in (orch.specialists[0], orch.specialists[0].model)]  # a read, or the whole forward
+    with torch.no_grad():
+        before, after = plain.annotate(batch), voting.annotate(batch)
+    for hook in hooks:
+        hook.remove()
+    with torch.no_grad():
+        reader = voting.specialists[0].model(batch)
+    assert torch.equal(before.activation_mask, after.activation_mask)
+    assert bool(after.activation_mask[:, 0].all()) == (router_bias > 0)
+    assert reads["voting"] == reads["plain"] >= 1  # the vote reads nothing the rule had not read
+    assert torch.equal(after.seam_output.cta_logits, before.seam_output.cta_logits)
+    voters = after.activation_mask.clone()
+    voters[:, 0] = True
+    labels = [(reader.cta_logits, reader.cpa_logits)] + [
+        (m.model(batch).cta_logits, m.model(batch).cpa_logits) for m in voting.specialists[1:]]
+    for task, logits in ((0, after.output.cta_logits), (1, after.output.cpa_logits)):
+        seam = (after.seam_output.cta_logits, after.seam_output.cpa_logits)[task]
+        expected = ensemble_probs(seam.float().softmax(-1), [own[task].float().softmax(-1) for own in labels], voters)
+        assert torch.allclose(logits.exp(), expected, atol=1e-4), float((logits.exp() - expected).abs().max())
+    if router_bias > 0:  # the reader voted already: nothing changes
+        assert torch.allclose(after.output.cta_logits, before.output.cta_logits, atol=1e-5)
+    else:  # it did not: now it does, and its labels move the vote
+        assert not torch.allclose(after.output.cta_logits, before.output.cta_logits, atol=1e-3)
+
+
+def test_vote_primary_is_saved_and_needs_the_vote_and_the_rule(tmp_path):
+    orch = ruled("Movie/name", vote_primary=True)
+    out, config = saved(orch, tmp_path)
+    assert config["orchestrator"]["vote_primary"] is True
+    loaded, _ = load_orchestrator(out)
+    batch = make_batch(MORE_TABLES)
+    with torch.no_grad():
+        assert torch.equal(loaded.annotate(batch).output.cta_logits, orch.annotate(batch).output.cta_logits)
+    config["orchestrator"]["vote_primary"] = "yes"
+    (out / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="vote_primary"):
+        load_orchestrator(out)
+    config["orchestrator"].pop("vote_primary")  # a checkpoint from before it: off
+    (out / "config.json").write_text(json.dumps(config))
+    assert load_orchestrator(out)[0].vote_primary is False
+    with pytest.raises(ValueError, match="vote_primary"):
+        ruled("Movie/name", rule=False, vote_primary=True)
+    # the control (no specialists, so no rule) builds with the stage's settings and votes with no one
+    assert not build_orchestrator(tiny(0), {}, 0.5, vote=True, subject_route=OWNERS, vote_primary=True).vote_primary
+    for bad in ({"vote": False}, {"subject_route": False}):
+        with pytest.raises(ConfigError, match="vote_primary"):
+            Phase3Config(specialists=("primary", "media"), **{"vote": True, "subject_route": True, **bad},
+                         vote_primary=True)
+    assert Phase3Config(specialists=("primary", "media"), vote=True, subject_route=True, vote_primary=True).vote_primary
+
+
+def test_vote_primary_leaves_the_training_runs_fingerprint_alone():
+    """A knob of evaluation alone: the stage keeps it out of the runs' fingerprint, so a saved
+    training state resumes under either value (and `dvc repro` only re-scores)."""
+    from aegir.stages.phase3 import training_settings
+
+    on = Phase3Config(specialists=("primary", "media"), vote=True, subject_route=True, vote_primary=True)
+    off = Phase3Config(specialists=("primary", "media"), vote=True, subject_route=True)
+    assert training_settings(on) == training_settings(off) and "vote_primary" not in training_settings(on)
+    # a knob of training does move it; one added at its off value does not appear
+    assert training_settings(Phase3Config(specialists=("primary", "media"), steps=7)) != training_settings(off)
+    assert "average_decay" not in training_settings(off)
+    assert training_settings(Phase3Config(specialists=("primary", "media"), average_decay=0.9))["average_decay"] == 0.9

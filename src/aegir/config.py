@@ -385,6 +385,7 @@ class Phase3Config:
     column_gate_init: float = 1.0  # each activated specialist's weight in that mix at the start (the primary's is 1)
     vote: bool = False  # the output seam: the fused model's labels averaged with the activated specialists' (evaluation and use, never training)
     subject_route: bool = False  # evaluation and use: also run the owners of the domain the frozen primary names for the subject column (never training)
+    vote_primary: bool = False  # evaluation and use: the frozen primary, read for the subject rule on every table, votes too (needs vote and subject_route)
     kl_coef: float = 0.0  # per-token KL(π_old‖π_new) penalty (0 = off)
     critical_weight: float = 2.0  # token weight of routing decisions (label tokens weigh 1)
     clip_start: float = 0.2  # PPO ε at the start …
@@ -438,6 +439,8 @@ class Phase3Config:
               f"must be in [0.001, 1000] (a weight in a mean), got {self.column_gate_init}")
         check(not self.subject_route or "primary" in self.specialists, "subject_route",
               "needs `primary` in phase3.specialists (the frozen Phase 1 primary reads the subject column)")
+        check(not self.vote_primary or (self.vote and self.subject_route), "vote_primary",
+              "needs vote: true and subject_route: true (it votes with the subject rule's read of the frozen primary)")
         check(self.stream_seam or not self.column_seam, "column_seam",
               "needs stream_seam: true (the column seam reads the specialists' streams)")
         check(0 < self.router_init_rate < 1, "router_init_rate", f"must be in (0, 1), got {self.router_init_rate}")

@@ -232,6 +232,8 @@ class CheckpointAnnotator:
                     "vote": annotator.model.vote,
                     # the subject rule: the owners of the domain the frozen primary names for column 0 run too
                     "subject_rule": annotator.model.subject_route is not None,
+                    # with it, the frozen primary read for that rule votes on every table too
+                    "vote_primary": annotator.model.vote_primary,
                     **annotator.steps(prediction.activation),
                 }
         else:

@@ -70,7 +70,8 @@ def save_orchestrator(directory: str | Path, orch: SwarmOrchestrator, specialist
     payload = {"model": asdict(orch.primary.config),
                "orchestrator": {"activation_threshold": orch.activation_threshold, "specialists": specialists,
                                 "stream_seam": orch.stream_seam, "column_seam": orch.column_seam,
-                                "vote": orch.vote, "subject_route": orch.subject_route},
+                                "vote": orch.vote, "subject_route": orch.subject_route,
+                                "vote_primary": orch.vote_primary},
                **extra}
     return write_checkpoint(directory, tensors, payload)
 
@@ -110,6 +111,9 @@ def load_orchestrator(directory: str | Path, device: str | torch.device = "cpu")
     vote = meta.get("vote", False)  # checkpoints from before the output seam: off
     if not isinstance(vote, bool):
         raise CheckpointError(config_path, f"vote must be true or false, got {vote!r}")
+    vote_primary = meta.get("vote_primary", False)  # checkpoints from before the frozen primary voted: off
+    if not isinstance(vote_primary, bool):
+        raise CheckpointError(config_path, f"vote_primary must be true or false, got {vote_primary!r}")
     subject_route = meta.get("subject_route")  # checkpoints from before the subject rule: off
     if subject_route is not None and not (
             isinstance(subject_route, dict) and set(subject_route) <= set(specialists)
@@ -118,7 +122,8 @@ def load_orchestrator(directory: str | Path, device: str | torch.device = "cpu")
                                            f"got {subject_route!r}")
     try:
         orch = build_orchestrator(AegirModel(primary_config), specialists, float(threshold), stream_seam=stream_seam,
-                                  column_seam=column_seam, vote=vote, subject_route=subject_route)
+                                  column_seam=column_seam, vote=vote, subject_route=subject_route,
+                                  vote_primary=vote_primary)
     except ValueError as exc:
         raise CheckpointError(config_path, str(exc)) from None
     frozen = {name: p for name, p in orch.state_dict().items() if name.startswith("specialists.")}

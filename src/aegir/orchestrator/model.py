@@ -15,7 +15,9 @@ One forward, in the order the work depends on itself:
     primary rest     main network from the fused initial state → dechunk → decoder (+ the fused
                      specialist streams) → columns → heads
     vote             (`annotate`, with `vote` on) the mean softmax of those heads and each
-                     activated specialist's own heads on its stream: the output seam
+                     activated specialist's own heads on its stream: the output seam; with
+                     `vote_primary` on, the frozen Phase 1 primary's heads too on every table,
+                     from the subject rule's read of it (no read more)
 
 `forward(batch)` with `routing_hidden=None` runs the primary alone and is exactly the Phase 1
 model's forward, so one object serves supervised and PARL training (and the no-specialist
@@ -56,6 +58,8 @@ class OrchestratorOutput:
     seconds:             wall-clock per stage: prefix, each specialist, fusion, rest (, vote)
     seam_output:         after the vote (`SwarmOrchestrator.voted`), the primary's output before
                          it: what the state seam alone gives; None where no vote was taken
+    subject_labels:      the frozen Phase 1 primary's (CTA, CPA) logits on every row, from the
+                         subject rule's read (evaluation with the rule on), or None
     """
 
     output: AegirOutput
@@ -65,6 +69,7 @@ class OrchestratorOutput:
     main_initial_state: list[LayerState] | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     seam_output: AegirOutput | None = None
+    subject_labels: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
 def select_encoded(encoded: EncoderOutput, rows: torch.Tensor) -> EncoderOutput:
@@ -102,13 +107,14 @@ class SwarmOrchestrator(nn.Module):
     evaluation when its score exceeds it; vote: `annotate` ends with the output seam (`voted`);
     subject_route: specialist name → the domains it owns, to turn the subject rule on
     (`subject_routing`; it needs the frozen Phase 1 primary among the specialists, as
-    `SUBJECT_READER`), or None (off). With no specialists it is the primary alone (the Phase 3
-    control)."""
+    `SUBJECT_READER`), or None (off); vote_primary: the subject rule's reader votes on every
+    table (it needs `vote` and the subject rule). With no specialists it is the primary alone
+    (the Phase 3 control)."""
 
     def __init__(self, primary_model: AegirModel, specialists: dict[str, AegirModel],
                  fusion: RWKVStateFusion, d_model: int, activation_threshold: float = 0.5,
                  router_init_rate: float | None = None, vote: bool = False,
-                 subject_route: Mapping[str, Sequence[str]] | None = None):
+                 subject_route: Mapping[str, Sequence[str]] | None = None, vote_primary: bool = False):
         super().__init__()
         if d_model != primary_model.config.d_model:
             raise ValueError(f"d_model {d_model} is not the primary's {primary_model.config.d_model}")
@@ -139,6 +145,10 @@ class SwarmOrchestrator(nn.Module):
                 raise ValueError(f"subject_route names {unknown}, not among the specialists {self.specialist_names}")
             self.subject_route = {name: tuple(domains) for name, domains in subject_route.items()}
             self._subject_owners = subject_owner_matrix(self.specialist_names, self.subject_route)
+        if vote_primary and has_router and (not vote or self.subject_route is None):
+            raise ValueError("vote_primary needs the vote and the subject rule (it votes with the rule's read of "
+                             f"the frozen {SUBJECT_READER!r})")
+        self.vote_primary = vote_primary and has_router  # the control votes with no one
 
     @property
     def num_specialists(self) -> int:
@@ -196,44 +206,49 @@ class SwarmOrchestrator(nn.Module):
         return flags
 
     @torch.no_grad()
-    def subject_routing(self, batch: Batch) -> tuple[torch.Tensor, SpecialistRead | None]:
+    def subject_routing(self, batch: Batch) -> tuple[torch.Tensor, SpecialistRead | None,
+                                                     tuple[torch.Tensor, torch.Tensor]]:
         """The subject rule: (B, S) bool, the specialists that own the domain the frozen Phase 1
         primary names for each table's subject column (its top CTA label of column 0, e.g.
-        `Movie/name` → the owner of `Movie`); and the reader's `SpecialistRead` of the whole
+        `Movie/name` → the owner of `Movie`); the reader's `SpecialistRead` of the whole
         batch where it is shared (`shares_subject_read`: the orchestrator hands it on as that
         specialist's read of the rows that activate it, so the frozen primary reads once), else
-        None. On real tables the router, trained on synthetic ones, misses the owner of many
+        None; and the reader's (CTA, CPA) logits on the batch (what `vote_primary` votes with). On real tables the router, trained on synthetic ones, misses the owner of many
         tables' domain (docs/experiments.md, "What routing costs on real tables"); the
         primary's reading of the subject column names it more often."""
         reader = self.specialists[self.specialist_names.index(SUBJECT_READER)]
         if self.shares_subject_read:
             read = reader(batch)
-            cta_logits = read.labels[0]
+            labels = read.labels
         else:
-            read, cta_logits = None, reader.model(batch).cta_logits
-        top = cta_logits[:, 0].argmax(-1)  # (B,)
-        return self._subject_owners.to(top.device)[top], read
+            whole = reader.model(batch)
+            read, labels = None, (whole.cta_logits, whole.cpa_logits)
+        top = labels[0][:, 0].argmax(-1)  # (B,)
+        return self._subject_owners.to(top.device)[top], read, labels
 
     def decide(self, batch: Batch, routing_hidden: torch.Tensor, sample: bool = False,
                generator: torch.Generator | None = None, cap: int | None = None,
-               seconds: dict[str, float] | None = None) -> tuple[RouterDecision, dict[str, SpecialistRead]]:
+               seconds: dict[str, float] | None = None
+               ) -> tuple[RouterDecision, dict[str, SpecialistRead], tuple[torch.Tensor, torch.Tensor] | None]:
         """The routing `forward` makes when given none: the router samples or thresholds (`route`),
         then, with the subject rule on and not sampling, the owners it names join
         (`subject_routing`), then `cap` applies. Also the reads made on the way (the subject
-        rule's shared read, by specialist name), for `read_specialists`' `known`; `seconds`
+        rule's shared read, by specialist name), for `read_specialists`' `known`, and the subject
+        rule's reader's labels (None with the rule off or sampling); `seconds`
         receives the subject rule's wall-clock. On its own: which specialists a table activates
         without reading them (`aegir.swarm.model.table_views`)."""
         known: dict[str, SpecialistRead] = {}
+        labels = None
         decision = self.route(routing_hidden, sample=sample, generator=generator)
         if self.subject_route is not None and not sample:
             start = time.perf_counter()
-            owners, read = self.subject_routing(batch)
+            owners, read, labels = self.subject_routing(batch)
             if read is not None:
                 known[SUBJECT_READER] = read
             decision = replace(decision, activation_mask=decision.activation_mask | owners)
             if seconds is not None:
                 seconds["subject"] = time.perf_counter() - start
-        return cap_decision(decision, cap), known
+        return cap_decision(decision, cap), known, labels
 
     def routing_log_prob(self, routing_hidden: torch.Tensor, activation_mask: torch.Tensor) -> torch.Tensor:
         """log π(activation_mask) under the current parameters, (B, S)."""
@@ -350,8 +365,9 @@ class SwarmOrchestrator(nn.Module):
             return OrchestratorOutput(output=output, seconds=seconds)
 
         known: dict[str, SpecialistRead] = {}
+        subject_labels = None
         if decision is None:
-            decision, known = self.decide(batch, routing_hidden, sample=sample, generator=generator, cap=cap,
+            decision, known, subject_labels = self.decide(batch, routing_hidden, sample=sample, generator=generator, cap=cap,
                                           seconds=seconds)
         mask = decision.activation_mask
         reads = self.read_specialists(batch, mask, seconds, known)
@@ -366,7 +382,8 @@ class SwarmOrchestrator(nn.Module):
         return OrchestratorOutput(
             output=output,
             specialist_outputs={name: read for name, read in zip(self.specialist_names, reads) if read is not None},
-            activation_mask=mask, decision=decision, main_initial_state=state, seconds=seconds)
+            activation_mask=mask, decision=decision, main_initial_state=state, seconds=seconds,
+            subject_labels=subject_labels)
 
     def annotate(self, batch: Batch) -> OrchestratorOutput:
         """Evaluation: the whole routed forward with thresholded routing, then the vote."""
@@ -379,13 +396,21 @@ class SwarmOrchestrator(nn.Module):
         replaced by the log of the mean softmax of its own heads and the heads of every
         specialist its row activated, as they read the batch for the fusion (`specialist_logits`
         with the labels the column seam kept); the output before, in `seam_output`. A row that
-        activated none keeps its distribution. Unchanged with `vote` off or no routing.
-        Training never votes: PARL's policy is the seam's."""
+        activated none keeps its distribution. With `vote_primary` on and the subject rule's read
+        in `out` (`subject_labels`), the frozen primary votes on every row, activated or not, with
+        the labels of that read. Unchanged with `vote` off or no routing. Training never votes:
+        PARL's policy is the seam's."""
         if not self.vote or out.activation_mask is None:
             return out
         start = time.perf_counter()
         reads = [out.specialist_outputs.get(name) for name in self.specialist_names]
-        output = ensemble_output(out.output, self.specialist_logits(batch, reads, kept=True), out.activation_mask)
+        voters, labels = out.activation_mask, self.specialist_logits(batch, reads, kept=True)
+        if self.vote_primary and out.subject_labels is not None:
+            reader = self.specialist_names.index(SUBJECT_READER)
+            voters = voters.clone()
+            voters[:, reader] = True
+            labels[reader] = out.subject_labels
+        output = ensemble_output(out.output, labels, voters)
         seconds = {**out.seconds, "vote": time.perf_counter() - start}
         return replace(out, output=output, seam_output=out.output, seconds=seconds)
 
@@ -450,12 +475,14 @@ def build_orchestrator(primary: AegirModel, specialists: dict[str, AegirModel],
                        activation_threshold: float = 0.5,
                        router_init_rate: float | None = None, stream_seam: bool = False,
                        column_seam: bool = False, vote: bool = False,
-                       subject_route: Mapping[str, Sequence[str]] | None = None) -> SwarmOrchestrator:
+                       subject_route: Mapping[str, Sequence[str]] | None = None,
+                       vote_primary: bool = False) -> SwarmOrchestrator:
     """A `SwarmOrchestrator` over `primary` with a fresh fusion (zero gates) over `specialists`;
     `stream_seam` adds the specialists' byte streams to the fused state, `column_seam` mixes
     their column vectors into the primary's (`RWKVStateFusion`; it needs the stream seam),
     `vote` ends `annotate` with the output seam (`SwarmOrchestrator.voted`), `subject_route`
-    (specialist → its domains) turns the subject rule on (`SwarmOrchestrator.subject_routing`)."""
+    (specialist → its domains) turns the subject rule on (`SwarmOrchestrator.subject_routing`),
+    `vote_primary` lets that rule's frozen reader vote on every table."""
     cfg = primary.config
     if column_seam and not stream_seam:
         raise ValueError("the column seam needs the stream seam (it reads the specialists' streams)")
@@ -463,4 +490,4 @@ def build_orchestrator(primary: AegirModel, specialists: dict[str, AegirModel],
                              stream=stream_seam and len(specialists) > 0,
                              columns=column_seam and len(specialists) > 0)
     return SwarmOrchestrator(primary, specialists, fusion, cfg.d_model, activation_threshold, router_init_rate, vote,
-                             subject_route)
+                             subject_route, vote_primary)

@@ -82,6 +82,18 @@ from aegir.train.memory import retain_freed_memory
 from aegir.train.resume import fingerprint
 from aegir.train.step import OneThreadWorkers, worker_threads
 
+# knobs added at their off value leave the runs' fingerprint of before (their saved states resume)
+ADDED_OFF = {"anchor_weight": 0, "fused_primary_lr": None, "average_decay": 0}
+# knobs that change only how the trained orchestrator reads a table, never its training
+EVALUATION_ONLY = ("vote_primary",)
+
+
+def training_settings(cfg: Phase3Config) -> dict:
+    """The `phase3` settings the training runs' fingerprint holds: every key but those of
+    `EVALUATION_ONLY` and those of `ADDED_OFF` at their off value."""
+    return {key: value for key, value in asdict(cfg).items()
+            if not (key in ADDED_OFF and value == ADDED_OFF[key]) and key not in EVALUATION_ONLY}
+
 
 def load_phase1(params: Params, models_dir: Path) -> tuple[AegirModel, dict[str, AegirModel], dict[str, Path]]:
     """The Phase 1 primary, the frozen specialists named in `phase3.specialists`, their dirs."""
@@ -114,11 +126,7 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
     valid = load_examples(data_dir, "valid")
     if len(train) < cfg.batch_size:
         raise AegirError(f"phase3: {len(train)} training tables, fewer than phase3.batch_size = {cfg.batch_size}")
-    # a knob added at its off value leaves the runs' fingerprint of before (their saved states resume)
-    added_off = {"anchor_weight": 0, "fused_primary_lr": None, "average_decay": 0}
-    settings = {key: value for key, value in asdict(cfg).items()
-                if not (key in added_off and value == added_off[key])}
-    base = {"phase3": settings, "lambda": asdict(params.sections["lambda"]), "rewards": asdict(params.rewards),
+    base = {"phase3": training_settings(cfg), "lambda": asdict(params.sections["lambda"]), "rewards": asdict(params.rewards),
             "data": data_fingerprint(data_dir, TRAINED_SPLITS), "primary": checkpoint_fingerprint(models_dir / "primary"),
             "specialists": {name: checkpoint_fingerprint(path) for name, path in dirs.items()},
             "processes": accelerator.num_processes}
@@ -131,7 +139,7 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
         primary = load_checkpoint(models_dir / "primary")[0].train()
         orch = build_orchestrator(primary, specialists if with_specialists else {}, cfg.activation_threshold,
                                   cfg.router_init_rate, stream_seam=cfg.stream_seam, column_seam=cfg.column_seam,
-                                  vote=cfg.vote, subject_route=owners)
+                                  vote=cfg.vote, subject_route=owners, vote_primary=cfg.vote_primary)
         if with_specialists and orch.stream_seam:
             with torch.no_grad():
                 orch.fusion.stream_gate.fill_(cfg.stream_gate_init)
