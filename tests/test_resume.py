@@ -55,6 +55,48 @@ def test_a_state_of_another_run_or_version_is_ignored(tmp_path):
     assert not restore_snapshot(tmp_path / "state", tmp_path / "live")  # no snapshot saved
 
 
+def test_a_state_saved_by_other_code_is_ignored(tmp_path, monkeypatch):
+    """A changed training loop must train, not resume the old loop's run: the state records the
+    code's digest and resumes only under the same one."""
+    import aegir.train.resume as resume
+
+    model, optimizer = model_and_optimizer(0)
+    save_state(tmp_path / "state", model, optimizer, TrainingProgress(2, 0, 2), "run-a")
+    assert json.loads((tmp_path / "state" / STATE_JSON).read_text())["code"] == resume.code_digest()
+    monkeypatch.setattr(resume, "_CODE_DIGEST", ["the digest of other code"])
+    assert load_state(tmp_path / "state", model, optimizer, "run-a") is None
+    monkeypatch.undo()
+    assert load_state(tmp_path / "state", model, optimizer, "run-a") == TrainingProgress(2, 0, 2)
+    meta = json.loads((tmp_path / "state" / STATE_JSON).read_text())
+    meta.pop("code")  # a state saved before the digest existed
+    (tmp_path / "state" / STATE_JSON).write_text(json.dumps(meta))
+    assert load_state(tmp_path / "state", model, optimizer, "run-a") is None
+
+
+def test_the_code_digest_moves_with_code_not_with_docs_or_layout(tmp_path):
+    from pathlib import Path
+
+    import aegir.train.resume as resume
+    from aegir.train.resume import source_digest
+
+    def digest_of(text: str) -> str:
+        (tmp_path / "m.py").write_text(text)
+        return source_digest([tmp_path / "m.py"], tmp_path)
+
+    base = digest_of('"""A module."""\n\ndef f(x):\n    """Twice x."""\n    return 2 * x\n')
+    # other docstrings, a comment, blank lines, other spacing: the same code
+    assert digest_of('"""Another text."""\n# a comment\n\n\ndef f(x):\n    """Else."""\n    return 2*x\n') == base
+    assert digest_of("def f(x):\n    return 2 * x\n") == base  # no docstrings at all
+    assert digest_of('def f(x):\n    """Only a docstring."""\n    return 2 * x\n') == base
+    assert digest_of("def f(x):\n    return 3 * x\n") != base  # what it does changed
+    assert digest_of("def f(y):\n    return 2 * y\n") != base
+    # a file's name counts (a module moved is other code); the package's digest is its files'
+    (tmp_path / "n.py").write_text("def f(x):\n    return 2 * x\n")
+    assert source_digest([tmp_path / "n.py"], tmp_path) != base
+    package = Path(resume.__file__).resolve().parents[1]
+    assert resume.code_digest() == source_digest(list(package.rglob("*.py")), package)
+
+
 def without_key(key: str):
     def edit(data: bytes) -> bytes:
         meta = json.loads(data)

@@ -1,14 +1,16 @@
 """Saved training state, so that a killed run, re-run, resumes where it stopped.
 
 The state is `state.safetensors` (model weights and optimizer moments) + `state.json` (step,
-epoch, optimizer hyper-parameters, and a fingerprint of the run's config and data), and
+epoch, optimizer hyper-parameters, a fingerprint of the run's config and data, and a digest of
+the code that trained it, `code_digest`), and
 optionally `snapshot/`, a copy of a directory taken with the state (the curves logged so far),
 which a resumed run restores in place of whatever is there. Nothing is pickled.
 
 Where it lives: outside the stage's other outputs (dvc.yaml declares it `persist: true`), so
 that a rerun finds it. DVC keeps persistent outputs when it reruns a stage; Snakemake deletes a
 job's outputs before it runs it, so the Snakefile never makes the resume state a rule output. A state whose fingerprint differs from the current run's (changed params or data) is
-ignored, so a resumed run is always the run that would have happened without the kill; so is a
+ignored, and so is one saved by other code (a changed training loop must not resume the old
+loop's weights), so a resumed run is always the run that would have happened without the kill; so is a
 torn one (a file missing, truncated or corrupt: only damage from outside makes one, the writes
 are atomic), with a warning that names the file. Batch
 order is a pure function of (seed, epoch) and the models have no dropout, so there is no RNG
@@ -17,6 +19,7 @@ state to carry.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import shutil
@@ -43,6 +46,38 @@ def fingerprint(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def source_digest(files: list[Path], root: Path) -> str:
+    """sha256 over the code of the Python `files` (paths relative to `root` name them): each
+    parsed, its docstrings dropped, dumped without positions. Comments, docstrings, blank lines
+    and formatting leave it alone; any change to what the code does moves it."""
+    digest = hashlib.sha256()
+    for path in sorted(files, key=lambda f: f.relative_to(root).as_posix()):
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                    and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)):
+                node.body = body[1:] or [ast.Pass()]
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(ast.dump(tree, include_attributes=False).encode() + b"\0")
+    return digest.hexdigest()
+
+
+_CODE_DIGEST: list[str] = []  # computed once per process: the code it started with
+
+
+def code_digest() -> str:
+    """`source_digest` of every module of the installed `aegir` package, as this process first
+    read it. A saved state records it and resumes only under the same code: DVC reruns a stage
+    when its code changed, and that rerun must train with the new code, not resume the old
+    code's run at its end."""
+    if not _CODE_DIGEST:
+        package = Path(__file__).resolve().parents[1]  # …/aegir
+        _CODE_DIGEST.append(source_digest(list(package.rglob("*.py")), package))
+    return _CODE_DIGEST[0]
+
+
 @dataclass(frozen=True)
 class TrainingProgress:
     step: int  # optimizer steps done
@@ -62,6 +97,7 @@ def save_state(directory: str | Path, model: torch.nn.Module, optimizer: torch.o
     meta = {
         "version": STATE_VERSION,
         "fingerprint": run_fingerprint,
+        "code": code_digest(),
         "step": progress.step, "epoch": progress.epoch, "batch_in_epoch": progress.batch_in_epoch,
         "param_groups": opt["param_groups"],
     }
@@ -163,8 +199,8 @@ def load_state(directory: str | Path, model: torch.nn.Module, optimizer: torch.o
                run_fingerprint: str) -> TrainingProgress | None:
     """Restore model + optimizer from `directory`; None when there is no usable state.
 
-    None, silently, when there is no state or it is another run's (fingerprint) or layout
-    version's. None with a RuntimeWarning naming the file when it is torn: a file missing,
+    None, silently, when there is no state or it is another run's (fingerprint), other code's
+    (`code_digest`) or layout version's. None with a RuntimeWarning naming the file when it is torn: a file missing,
     truncated or corrupt, or weights and optimizer state that do not fit the model and
     optimizer; the run then starts from step 0, and its next save replaces the torn state. The
     model and optimizer are changed only once the whole state has been read and checked.
@@ -176,7 +212,8 @@ def load_state(directory: str | Path, model: torch.nn.Module, optimizer: torch.o
         return None
     try:
         meta = _read_meta(meta_path)
-        if meta.get("fingerprint") != run_fingerprint or meta.get("version") != STATE_VERSION:
+        if (meta.get("fingerprint") != run_fingerprint or meta.get("code") != code_digest()
+                or meta.get("version") != STATE_VERSION):
             return None
         progress = _read_progress(meta_path, meta, optimizer)
         weights, state = _read_tensors(tensors_path, model, optimizer)
