@@ -54,6 +54,8 @@ def test_project_params_parse():
         ({"phase3": {"rl_weight": -1.0}}, "phase3.rl_weight"),
         ({"phase3": {"rl_weight": 0.0, "ce_weight": 0.0, "distill_weight": 0.0}}, "phase3.rl_weight"),
         ({"phase3": {"average_decay": 1.0}}, "phase3.average_decay"),
+        ({"phase3": {"phase1_share": 1.0}}, "phase3.phase1_share"),
+        ({"phase3": {"phase1_share": -0.1}}, "phase3.phase1_share"),
         ({"phase3": {"average_decay": -0.5}}, "phase3.average_decay"),
     ],
 )

@@ -153,7 +153,8 @@ def test_killed_run_resumes_to_the_same_result(tiny_phase1):
     assert "resuming phase3 fused at step" in resumed.stdout + resumed.stderr
     for rel in OUTPUTS:
         assert digest(tiny_phase1 / "killed" / rel) == digest(tiny_phase1 / "a" / rel), rel
-    # run again once finished (as `dvc repro` does after a code change): it resumes at its end,
+    # run again once finished (as `dvc repro` does after a change to what only scores, such as
+    # `reading`; after a code change the runs train again, tests/test_resume.py): it resumes at its end,
     # trains nothing and writes the same bytes, the DVCLive summaries included
     again = run_module(tiny_phase1, *phase3_args("killed"))
     assert f"resuming phase3 control at step {TINY_PARAMS_OVERRIDE['phase3']['steps']}" in again.stdout + again.stderr
@@ -505,3 +506,36 @@ def test_swarm_checkpoint_refuses_a_changed_subagent(tiny_phase1):
     config.write_text(config.read_text() + " ")
     proc = run_module(moved, "aegir.cli", "annotate", "t.csv", "--checkpoint", "s4/model", check=False)
     assert proc.returncode == 2 and "models/places" in proc.stderr and "has changed" in proc.stderr, proc.stderr
+
+
+def test_phase1_share_blends_each_runs_primary_after_training(tiny_phase1):
+    """`phase3.phase1_share` acts after the runs, outside their fingerprint: the runs of `a`
+    resume at their end with it off, and `a`'s primaries (fused and control) are exactly
+    (1 − share)·those + share·the Phase 1 primary; every other weight is the same."""
+    from safetensors.torch import load_file
+
+    if not (tiny_phase1 / "a/model/model.safetensors").exists():
+        run_module(tiny_phase1, *phase3_args("a"))
+    params = yaml.safe_load((tiny_phase1 / "params.yaml").read_text())
+    share = params["phase3"]["phase1_share"]
+    assert 0 < share < 1  # params.yaml's default
+    params["phase3"]["phase1_share"] = 0
+    (tiny_phase1 / "unblended.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    shutil.rmtree(tiny_phase1 / "plain", ignore_errors=True)
+    shutil.copytree(tiny_phase1 / "a/state", tiny_phase1 / "plain/state")
+    out = run_module(tiny_phase1, *phase3_args("plain", "unblended.yaml"))
+    steps = TINY_PARAMS_OVERRIDE["phase3"]["steps"]
+    assert f"resuming phase3 fused at step {steps}" in out.stdout + out.stderr
+    start = load_file(str(tiny_phase1 / "models/primary/model.safetensors"))
+    for rel, prefix in (("model/model.safetensors", "primary."), ("model/control/model.safetensors", "")):
+        blended, plain = load_file(str(tiny_phase1 / "a" / rel)), load_file(str(tiny_phase1 / "plain" / rel))
+        assert set(blended) == set(plain)
+        moved = 0
+        for key, value in plain.items():
+            name = key[len(prefix):] if key.startswith(prefix) else None
+            if name in start:
+                assert torch.equal(blended[key], (1 - share) * value + share * start[name]), key
+                moved += not torch.equal(blended[key], value)
+            else:  # router, fusion, alignments: as trained
+                assert torch.equal(blended[key], value), key
+        assert moved > 0

@@ -256,6 +256,23 @@ def test_phase3_weight_average_of_a_parameter_the_first_updates_miss():
     assert torch.equal(b.weight, optimizer.state[b.weight][AVERAGE])
 
 
+def test_blend_toward_the_start_is_the_weighted_mean_of_the_two():
+    from aegir.rl.parl_training import blend_toward
+
+    trained, _ = model_and_optimizer(0)
+    start, _ = model_and_optimizer(1)
+    before = {k: v.clone() for k, v in trained.state_dict().items()}
+    blend_toward(trained, start, 0.25)
+    for name, p in trained.named_parameters():
+        assert torch.equal(p, 0.75 * before[name] + 0.25 * dict(start.named_parameters())[name])
+    blend_toward(trained, start, 0.0)  # share 0: unchanged
+    assert torch.equal(trained.weight, 0.75 * before["weight"] + 0.25 * start.weight)
+    with pytest.raises(ValueError, match="share"):
+        blend_toward(trained, start, 1.5)
+    with pytest.raises(ValueError, match="counterpart"):
+        blend_toward(trained, torch.nn.Linear(3, 4), 0.5)
+
+
 def test_phase3_weight_average_needs_its_start_and_an_update():
     from aegir.rl.parl_training import update_average, use_average
 

@@ -301,6 +301,8 @@ def test_vote_primary_leaves_the_training_runs_fingerprint_alone():
     on = Phase3Config(specialists=("primary", "media"), vote=True, subject_route=True, vote_primary=True)
     off = Phase3Config(specialists=("primary", "media"), vote=True, subject_route=True)
     assert training_settings(on) == training_settings(off) and "vote_primary" not in training_settings(on)
+    blended = Phase3Config(specialists=("primary", "media"), vote=True, subject_route=True, phase1_share=0.5)
+    assert training_settings(blended) == training_settings(off)  # it acts after the runs
     # a knob of training does move it; one added at its off value does not appear
     assert training_settings(Phase3Config(specialists=("primary", "media"), steps=7)) != training_settings(off)
     assert "average_decay" not in training_settings(off)

@@ -378,6 +378,7 @@ class Phase3Config:
     route_weight: float = 0.0  # supervised routing: the router's BCE toward "the table's domain is the specialist's" (0 = off)
     distill_weight: float = 0.0  # CE of the fused output toward the output ensemble (aegir.rl.parl.distill_loss; 0 = off)
     anchor_weight: float = 0.0  # KL of the trained primary's labels from the frozen Phase 1 primary's, fused and control alike (aegir.rl.parl.anchor_loss; 0 = off)
+    phase1_share: float = 0.0  # after each run, the trained primary's weights blended with the Phase 1 primary's, this share of the latter (aegir.rl.parl_training.blend_toward; 0 = off)
     average_decay: float = 0.0  # each run ends with an exponential moving average of its trained weights over the updates, this decay per update (aegir.rl.parl_training.update_average; 0 = the last update's weights)
     stream_seam: bool = False  # also fuse the specialists' decoder outputs per byte (aegir.orchestrator.fusion)
     stream_gate_init: float = 0.0  # the stream seam's gates at the start (0: the untrained orchestrator is Phase 1)
@@ -427,6 +428,7 @@ class Phase3Config:
         check(0 <= self.route_weight <= 100, "route_weight", f"must be in [0, 100], got {self.route_weight}")
         check(0 <= self.distill_weight <= 100, "distill_weight", f"must be in [0, 100], got {self.distill_weight}")
         check(0 <= self.anchor_weight <= 100, "anchor_weight", f"must be in [0, 100], got {self.anchor_weight}")
+        check(0 <= self.phase1_share < 1, "phase1_share", f"must be in [0, 1) (0: off), got {self.phase1_share}")
         check(0 <= self.average_decay < 1, "average_decay", f"must be in [0, 1) (0: off), got {self.average_decay}")
         check(0 < self.critical_weight <= 100, "critical_weight", f"must be in (0, 100], got {self.critical_weight}")
         check(0 < self.clip_end <= self.clip_start < 1, "clip_start",

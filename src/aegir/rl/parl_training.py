@@ -109,6 +109,24 @@ def use_average(optimizer: torch.optim.Optimizer) -> None:
                 p.copy_(average)
 
 
+@torch.no_grad()
+def blend_toward(model: torch.nn.Module, start: torch.nn.Module, share: float) -> None:
+    """Each parameter of `model` ← (1 − share)·itself + share·the parameter of the same name in
+    `start` (a weight-space interpolation toward where the run began, as robust fine-tuning
+    does: Wortsman et al. 2022, "Robust fine-tuning of zero-shot models"). Every parameter of
+    `model` must be in `start` with its shape."""
+    if not 0 <= share <= 1:
+        raise ValueError(f"blend_toward: share must be in [0, 1], got {share}")
+    theirs = dict(start.named_parameters())
+    ours = dict(model.named_parameters())
+    missing = [name for name, p in ours.items() if name not in theirs or theirs[name].shape != p.shape]
+    if missing:
+        raise ValueError(f"blend_toward: {len(missing)} parameters have no counterpart of their shape "
+                         f"in the start model, e.g. {missing[:3]}")
+    for name, p in ours.items():
+        p.copy_((1 - share) * p + share * theirs[name].to(p.dtype))
+
+
 def average_gradients(params: list[torch.nn.Parameter], accelerator: Accelerator) -> None:
     """Mean of every gradient over the processes (what DDP does; the PARL step calls the
     orchestrator's parts directly, so DDP's forward hooks would not fire). A parameter that got

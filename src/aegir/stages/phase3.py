@@ -76,7 +76,7 @@ from aegir.orchestrator.checkpoint import save_orchestrator
 from aegir.orchestrator.evaluation import evaluate_all, measure_survival, stage_seconds
 from aegir.orchestrator.model import SwarmOrchestrator, build_orchestrator, open_seam_gates
 from aegir.orchestrator.specialist import load_agents
-from aegir.rl.parl_training import train_run
+from aegir.rl.parl_training import blend_toward, train_run
 from aegir.rl.ppo import deterministic_kernels
 from aegir.train.memory import retain_freed_memory
 from aegir.train.resume import fingerprint
@@ -84,15 +84,16 @@ from aegir.train.step import OneThreadWorkers, worker_threads
 
 # knobs added at their off value leave the runs' fingerprint of before (their saved states resume)
 ADDED_OFF = {"anchor_weight": 0, "fused_primary_lr": None, "average_decay": 0}
-# knobs that change only how the trained orchestrator reads a table, never its training
-EVALUATION_ONLY = ("vote_primary",)
+# knobs that act after the training runs (how their weights are finished, how the orchestrator
+# reads a table), never on them
+AFTER_TRAINING = ("vote_primary", "phase1_share")
 
 
 def training_settings(cfg: Phase3Config) -> dict:
     """The `phase3` settings the training runs' fingerprint holds: every key but those of
-    `EVALUATION_ONLY` and those of `ADDED_OFF` at their off value."""
+    `AFTER_TRAINING` and those of `ADDED_OFF` at their off value."""
     return {key: value for key, value in asdict(cfg).items()
-            if not (key in ADDED_OFF and value == ADDED_OFF[key]) and key not in EVALUATION_ONLY}
+            if not (key in ADDED_OFF and value == ADDED_OFF[key]) and key not in AFTER_TRAINING}
 
 
 def load_phase1(params: Params, models_dir: Path) -> tuple[AegirModel, dict[str, AegirModel], dict[str, Path]]:
@@ -158,6 +159,9 @@ def run(params: Params, data_dir: Path, models_dir: Path, out_dir: Path, metrics
                                         metrics_dir / "live" / name, fingerprint({**base, "run": name}), accelerator,
                                         reference=phase1 if cfg.anchor_weight else None)
     fused, control = runs["fused"].eval(), runs["control"].eval()
+    if cfg.phase1_share:  # both runs' primaries blended toward the Phase 1 primary, alike
+        for orch in (fused, control):
+            blend_toward(orch.primary, phase1, cfg.phase1_share)
 
     # one CPU process: the evaluation splits' tables are predicted in parallel threads, one per
     # intra-op thread torch was given (as phase1 scores); the count changes float rounding only
