@@ -509,9 +509,10 @@ def test_swarm_checkpoint_refuses_a_changed_subagent(tiny_phase1):
 
 
 def test_phase1_share_blends_each_runs_primary_after_training(tiny_phase1):
-    """`phase3.phase1_share` acts after the runs, outside their fingerprint: the runs of `a`
-    resume at their end with it off, and `a`'s primaries (fused and control) are exactly
-    (1 − share)·those + share·the Phase 1 primary; every other weight is the same."""
+    """`phase3.phase1_share` acts after the runs, outside their fingerprint (and so does
+    `vote_primary`, a knob of evaluation): the runs of `a` resume at their end with the blend off
+    and the vote on, and `a`'s primaries (fused and control) are exactly (1 − share)·those +
+    share·the Phase 1 primary; every other weight is the same."""
     from safetensors.torch import load_file
 
     if not (tiny_phase1 / "a/model/model.safetensors").exists():
@@ -520,12 +521,16 @@ def test_phase1_share_blends_each_runs_primary_after_training(tiny_phase1):
     share = params["phase3"]["phase1_share"]
     assert 0 < share < 1  # params.yaml's default
     params["phase3"]["phase1_share"] = 0
+    assert params["phase3"]["vote_primary"] is False and params["phase3"]["subject_route"]
+    params["phase3"]["vote_primary"] = True
     (tiny_phase1 / "unblended.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     shutil.rmtree(tiny_phase1 / "plain", ignore_errors=True)
     shutil.copytree(tiny_phase1 / "a/state", tiny_phase1 / "plain/state")
     out = run_module(tiny_phase1, *phase3_args("plain", "unblended.yaml"))
     steps = TINY_PARAMS_OVERRIDE["phase3"]["steps"]
-    assert f"resuming phase3 fused at step {steps}" in out.stdout + out.stderr
+    for run in ("fused", "control"):
+        assert f"resuming phase3 {run} at step {steps}" in out.stdout + out.stderr
+    assert json.loads((tiny_phase1 / "plain/model/config.json").read_text())["orchestrator"]["vote_primary"] is True
     start = load_file(str(tiny_phase1 / "models/primary/model.safetensors"))
     for rel, prefix in (("model/model.safetensors", "primary."), ("model/control/model.safetensors", "")):
         blended, plain = load_file(str(tiny_phase1 / "a" / rel)), load_file(str(tiny_phase1 / "plain" / rel))

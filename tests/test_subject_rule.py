@@ -291,19 +291,3 @@ def test_vote_primary_is_saved_and_needs_the_vote_and_the_rule(tmp_path):
             Phase3Config(specialists=("primary", "media"), **{"vote": True, "subject_route": True, **bad},
                          vote_primary=True)
     assert Phase3Config(specialists=("primary", "media"), vote=True, subject_route=True, vote_primary=True).vote_primary
-
-
-def test_vote_primary_leaves_the_training_runs_fingerprint_alone():
-    """A knob of evaluation alone: the stage keeps it out of the runs' fingerprint, so a saved
-    training state resumes under either value (and `dvc repro` only re-scores)."""
-    from aegir.stages.phase3 import training_settings
-
-    on = Phase3Config(specialists=("primary", "media"), vote=True, subject_route=True, vote_primary=True)
-    off = Phase3Config(specialists=("primary", "media"), vote=True, subject_route=True)
-    assert training_settings(on) == training_settings(off) and "vote_primary" not in training_settings(on)
-    blended = Phase3Config(specialists=("primary", "media"), vote=True, subject_route=True, phase1_share=0.5)
-    assert training_settings(blended) == training_settings(off)  # it acts after the runs
-    # a knob of training does move it; one added at its off value does not appear
-    assert training_settings(Phase3Config(specialists=("primary", "media"), steps=7)) != training_settings(off)
-    assert "average_decay" not in training_settings(off)
-    assert training_settings(Phase3Config(specialists=("primary", "media"), average_decay=0.9))["average_decay"] == 0.9
