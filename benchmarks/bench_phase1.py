@@ -20,6 +20,9 @@ In one process:
      `wkv_kernel` is on, as in every preset since 2026-11-26, and the kernel builds);
    * after with the chunked wkv (the preset with `wkv_kernel` off: the chunked form and the
      closed-form dechunk EMA), sharded as after, when "after" runs the kernel;
+   * after with whole-table n-gram gradients (`ShardedStep(compact_ngrams=False)`: each shard's
+     backward zeroes and fills a gradient of the whole hashed n-gram table, added shard by shard,
+     as before 2026-12-07; the same bits as after, tests/test_step.py), when the preset has them;
    * and, for context, before with one intra-op thread and after on the whole batch with one
      thread (how much is work saved and how much is the use of the cores), and after on the whole
      batch with torch's intra-op threads, as before steps (which use of the cores is faster on
@@ -228,6 +231,10 @@ def main(argv: list[str] | None = None) -> None:
         paths.insert(2, TrainingPath("after, chunked wkv", after_chunked, lambda: sharded_chunked(batch), threads))
     elif after.config.wkv_kernel:
         print(f"CPU wkv kernel: not built ({wkv_cpu.failure()}); after runs the chunked form")
+    if after.ngram_embed is not None:
+        after_tables = model(current)
+        sharded_tables = ShardedStep(after_tables, workers, compact_ngrams=False)
+        paths.insert(2, TrainingPath("after, whole-table n-grams", after_tables, lambda: sharded_tables(batch), threads))
     if args.bf16:
         after_bf16 = model(current)
         sharded_bf16 = ShardedStep(after_bf16, workers, lambda: torch.autocast("cpu", dtype=torch.bfloat16))
@@ -269,6 +276,10 @@ def main(argv: list[str] | None = None) -> None:
     speedup = results["after"]["bytes_per_s"] / results["before"]["bytes_per_s"]
     print(f"after / before: {speedup:.2f}× bytes/s (median of {args.steps} alternating steps each); "
           f"load average now {load_average()}")
+    if "after, whole-table n-grams" in results:
+        tables = results["after, whole-table n-grams"]["bytes_per_s"]
+        print(f"after (n-gram rows read) over after with whole-table n-gram gradients: "
+              f"{results['after']['bytes_per_s'] / tables:.3f}× bytes/s")
     if "after, chunked wkv" in results:
         chunked = results["after, chunked wkv"]["bytes_per_s"]
         print(f"after with the chunked wkv / before: {chunked / results['before']['bytes_per_s']:.2f}× bytes/s; "

@@ -52,7 +52,9 @@ def test_phase1_benchmark_times_every_path_and_the_kernel(tmp_path, capsys):
         torch.set_num_threads(threads)
     out = capsys.readouterr().out
     figures = json.loads((tmp_path / "out.json").read_text())
-    expected = {"before", "after", "before, 1 thread", "after, whole batch, 1 thread", "after, whole batch, 2 threads"}
+    expected = {"before", "after", "before, 1 thread", "after, whole batch, 1 thread", "after, whole batch, 2 threads",
+                "after, whole-table n-grams"}
+    assert "over after with whole-table n-gram gradients:" in out
     if wkv_cpu.available():
         expected.add("after, chunked wkv")
         assert "after with the chunked wkv / before:" in out

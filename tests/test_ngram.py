@@ -14,6 +14,7 @@ from aegir.model.network import AegirModel, preset
 from aegir.model.ngram import (
     BASE,
     HashedNgramEmbedding,
+    compact_reads,
     ngram_buckets,
     ngram_buckets_reference,
     ngram_keys,
@@ -53,6 +54,27 @@ def test_embedding_sums_one_row_per_order():
     assert all(int(rows[..., i].min()) >= i * 64 and int(rows[..., i].max()) < (i + 1) * 64 for i in range(3))
     expected = emb.table.weight[rows].sum(-2)
     torch.testing.assert_close(emb(ids), expected)
+
+
+def test_compact_reads_give_the_same_bits_through_the_rows_read():
+    torch.manual_seed(0)
+    embedding = HashedNgramEmbedding(4, 64, 8)  # few buckets: many repeated rows
+    ids = torch.randint(0, 256, (3, 40))
+    slope = torch.randn(3, 40, 8)
+    (embedding(ids) * slope).sum().backward()
+    whole = embedding.table.weight.grad
+    with compact_reads([embedding]) as reads:
+        out = embedding(ids)
+        with torch.no_grad():
+            embedding(ids)  # no gradient: reads the table itself, logs nothing
+    (read,) = reads[id(embedding)]
+    assert torch.equal(out, embedding(ids))
+    assert torch.equal(read.rows, torch.unique(embedding.bucket_ids(ids)))
+    assert torch.equal(read.leaf, embedding.table.weight[read.rows]) and read.leaf.is_leaf
+    (grad,) = torch.autograd.grad((out * slope).sum(), [read.leaf])
+    assert torch.equal(torch.zeros_like(whole).index_add_(0, read.rows, grad), whole)
+    embedding(ids)  # outside the block: the table itself again, nothing logged
+    assert len(reads[id(embedding)]) == 1
 
 
 def test_model_reads_ngrams_and_they_learn():

@@ -86,6 +86,43 @@ def test_sharded_step_is_deterministic_and_accumulates_like_backward():
         assert torch.allclose(dict(model.named_parameters())[name].grad, 2 * g, rtol=1e-5, atol=1e-9), name
 
 
+@pytest.mark.parametrize("workers,shard_bytes", [(1, 4096), (2, 4096), (2, 300), (3, 400)])
+def test_ngram_rows_give_the_bits_of_whole_table_gradients(workers, shard_bytes):
+    """The n-gram table read by the rows each shard uses (`compact_ngrams`, the default) gives
+    every gradient, the table's included, bit for bit as whole-table gradients per shard do;
+    after three steps of AdamW the weights are the same bits too."""
+    runs = {}
+    for compact in (True, False):
+        model, batch = tiny_trained_model(), synthetic_batch(7)
+        table = model.ngram_embed.table.weight
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        with OneThreadWorkers(workers) as threads:
+            step = ShardedStep(model, threads, shard_bytes=shard_bytes, compact_ngrams=compact)
+            assert len(step.tables) == int(compact)
+            step(batch)
+            runs[compact] = {"grads": {n: p.grad.clone() for n, p in model.named_parameters()}}
+            assert (table.grad != 0).any(dim=1).sum() > 10  # rows read, and not every row
+            assert (table.grad == 0).all(dim=1).sum() > 10
+            for _ in range(3):
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                step(batch)
+        runs[compact]["weights"] = {n: p.detach().clone() for n, p in model.named_parameters()}
+    for kind in ("grads", "weights"):
+        for name, x in runs[False][kind].items():
+            assert torch.equal(runs[True][kind][name], x), (kind, name)
+
+
+def test_ngram_rows_of_a_frozen_table_are_left_alone():
+    model = tiny_trained_model()
+    model.ngram_embed.table.weight.requires_grad_(False)
+    with OneThreadWorkers(2) as threads:
+        step = ShardedStep(model, threads, shard_bytes=400)
+        step(synthetic_batch(4))
+    assert step.tables == [] and model.ngram_embed.table.weight.grad is None
+    assert model.embed.weight.grad is not None
+
+
 def test_shards_cover_every_row_once_with_balanced_bytes():
     batch = synthetic_batch(9)
     lengths = batch.byte_mask.sum(1)
