@@ -24,8 +24,8 @@ through the rows it uses (`aegir.model.ngram.compact_reads`): a shard's backward
 gradient, each worker adds its shards' in shard order over the union of their rows, and the
 step adds the workers' into one zeroed table gradient in worker order. The same sums in the same
 order as adding whole-table gradients, without zeroing and adding the whole table once per shard
-and once per worker (about a twentieth of the step's time before): the same bits
-(tests/test_step.py).
+and once per worker (about 7 % of the step's CPU time before; 0–4.5 % of its wall time in
+docs/benchmarks.md): the same bits (tests/test_step.py).
 """
 
 from __future__ import annotations
