@@ -673,3 +673,47 @@ def test_real_product_catalogues_reach_only_the_specialists_tables():
         tables = generate_split(cfg, split)
         assert not [c for t in tables for c in t.columns[0] if c and c.lower() in known], split
         assert any(t.domain == "Product" for t in tables)
+
+
+def test_films_takings_and_critics_scores_reach_only_the_film_experts_tables(monkeypatch):
+    """`synthetic.expert_only_columns` (`domains.EXPERT_ONLY_PROPS`): a film's box office
+    (`MonetaryAmount`, dollars written many ways) and its critics' score in percent (`Number`)
+    appear in `specialist_train`'s Movie tables only; its other tables are the tables drawn without
+    them, and no other split has them. Switched off, the split is what it was without them."""
+    import re
+
+    from aegir.config import SPECIALIST_TRAIN_SPLIT
+    from aegir.data.synth import generator
+
+    cfg = SyntheticConfig(specialist_train_tables=340, train_tables=170, valid_tables=170, test_tables=170,
+                          corner_cases_tables=170, expert_only_columns=True)
+    with_them = [generate_table(cfg, SPECIALIST_TRAIN_SPLIT, i) for i in range(340)]
+    percent = re.compile(r"^\d{1,3}( ?%|/100)$")
+
+    def takings(table) -> list[int]:
+        return [j for j, label in enumerate(table.cta) if table.domain == "Movie" and label == "MonetaryAmount"]
+
+    def scores(table) -> list[int]:
+        return [j for j, col in enumerate(table.columns)
+                if table.domain == "Movie" and table.cta[j] == "Number"
+                and all(percent.match(c) for c in col if not is_missing(c))]
+
+    movies = [t for t in with_them if t.domain == "Movie"]
+    assert 3 <= sum(bool(takings(t)) for t in movies) < len(movies)
+    assert 2 <= sum(bool(scores(t)) for t in movies) < len(movies)
+    gross = [c for t in movies for j in takings(t) for c in t.columns[j] if not is_missing(c)]
+    assert all(("$" in c or "USD" in c) and any(ch.isdigit() for ch in c) for c in gross)
+    assert len({re.sub(r"\d", "9", c)[:3] for c in gross}) >= 3  # several ways of writing them
+
+    off = SyntheticConfig(**{**cfg.__dict__, "expert_only_columns": False})  # the switch off: as if never there
+    without = [generate_table(off, SPECIALIST_TRAIN_SPLIT, i) for i in range(340)]
+    assert not [t.table_id for t in without if takings(t) or scores(t)]
+    monkeypatch.setattr(generator, "EXPERT_ONLY_PROPS", {})
+    assert [generate_table(cfg, SPECIALIST_TRAIN_SPLIT, i) for i in range(340)] == without
+    monkeypatch.undo()
+    assert [t for t in with_them if t.domain != "Movie"] == [t for t in without if t.domain != "Movie"]
+    assert any(a != b for a, b in zip(with_them, without) if a.domain == "Movie")
+    for split in ("train", "valid", "test", "corner_cases"):
+        tables = generate_split(cfg, split)
+        assert not [t.table_id for t in tables if takings(t) or scores(t)], split
+        assert any(t.domain == "Movie" for t in tables)

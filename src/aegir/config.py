@@ -90,6 +90,9 @@ class SyntheticConfig:
     policy_train_styles: tuple[str, ...] = ("natural",)
     # the same for SPECIALIST_TRAIN_SPLIT: the ways the specialists' own tables are drawn
     specialist_train_styles: tuple[str, ...] = ("natural",)
+    # SPECIALIST_TRAIN_SPLIT's tables of a domain in `domains.EXPERT_ONLY_PROPS` may also carry its
+    # columns no other split has (a film's box office and critics' score): knowledge only an expert reads
+    expert_only_columns: bool = False
 
     def __post_init__(self) -> None:
         known = ("natural", "corner_cases", "missing_values", "format_heterogeneity")

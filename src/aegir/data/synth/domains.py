@@ -469,4 +469,12 @@ DOMAINS: dict[str, Domain] = {d.name: d for d in (
     )),
 )}
 
+# Columns only the specialists' own tables (`specialist_train`) carry: knowledge one expert holds
+# and the primary never reads, which Phase 3 must pass on through its seams (as the real product
+# catalogues are for `commerce`). A film's worldwide takings (`MonetaryAmount`; no CPA property in
+# the set names it) and its critics' score in percent (`Number`).
+EXPERT_ONLY_PROPS: dict[str, tuple[Prop, ...]] = {
+    "Movie": (fact("boxOffice", "MonetaryAmount", "gross", 2.0), fact("criticScore", "Number", "percent_score", 1.0)),
+}
+
 DOMAIN_NAMES: tuple[str, ...] = tuple(DOMAINS)

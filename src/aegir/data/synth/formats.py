@@ -240,6 +240,28 @@ MONEY_FORMATS: tuple[Formatter, ...] = (
 PREFERRED_MONEY = {"en": (0, 1, 5), "de": (0, 7, 2), "fr": (0, 2), "es": (0, 2), "it": (0, 2), "nl": (0, 2)}
 
 
+# A film's takings are whole US dollars, whatever the page's language (box-office sites report
+# the studios' dollar figures): grouped the page's way, with the symbol or the code, or in millions.
+GROSS_FORMATS: tuple[Formatter, ...] = (  # a gross is an int of dollars
+    lambda c, g: f"${group_digits(g, 0, ',', '.')}",
+    lambda c, g: f"{group_digits(g, 0, ' ', ',')} $",
+    lambda c, g: f"{group_digits(g, 0, '.', ',')} $",
+    lambda c, g: f"US${group_digits(g, 0, ',', '.')}",
+    lambda c, g: f"USD {group_digits(g, 0, ',', '.')}",
+    lambda c, g: f"${g / 1e6:.1f}M",
+    lambda c, g: f"${g / 1e6:.1f} million",
+    lambda c, g: f"{g} USD",
+)
+PREFERRED_GROSS = {"en": (0, 0, 3, 5, 6), "de": (2, 4, 7), "fr": (1, 4), "es": (2, 4), "it": (2, 4), "nl": (2, 4)}
+
+# A share of critics' reviews that are positive, as review aggregators print it: a `Number`.
+PERCENT_FORMATS: tuple[Formatter, ...] = (  # a percentage is an int 0-100
+    lambda c, p: f"{p}%",
+    lambda c, p: f"{p} %",
+    lambda c, p: f"{p}/100",
+)
+
+
 # ----------------------------------------------------------------------------- coordinates
 # a coordinate is (axis, degrees) with axis "lat" or "lon"
 

@@ -44,7 +44,7 @@ from aegir.errors import AegirError, ConfigError
 from aegir.labels import cpa_vocab, cta_vocab
 
 from .context import Row, TableContext, derive_seed, make_context
-from .domains import DOMAIN_NAMES, DOMAINS, Domain, Prop, SubjectVariant
+from .domains import DOMAIN_NAMES, DOMAINS, EXPERT_ONLY_PROPS, Domain, Prop, SubjectVariant
 from .kinds import Kind
 
 WIDE_SPLIT = "wide"  # the evaluation-only split of many-column tables (`generate_wide`)
@@ -277,6 +277,8 @@ def generate_table(cfg: SyntheticConfig, split: str, index: int) -> Table:
     wide = split in WIDE_SPLITS
     n_columns = rng.randint(cfg.wide_min_columns, cfg.wide_max_columns) if wide else rng.randint(cfg.min_columns, cfg.max_columns)
     subject_cta, schema = domain.subject_cta, domain
+    if cfg.expert_only_columns and split == SPECIALIST_TRAIN_SPLIT and domain.name in EXPERT_ONLY_PROPS:
+        schema = Domain(domain.name, domain.subject, domain.props + EXPERT_ONLY_PROPS[domain.name], domain.variants)
     if not hard:
         variant = pick_subject_variant(rng, domain)
         if variant is not None:

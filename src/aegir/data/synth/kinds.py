@@ -211,6 +211,8 @@ K: dict[str, Kind] = {k.name: k for k in (
     Kind("book_price", L.price(5, 45), *MONEY),
     Kind("ticket_price", L.price(8, 180), *MONEY),
     Kind("admission_price", L.price(3, 25), *MONEY),
+    Kind("gross", L.gross, F.GROSS_FORMATS, by_locale(F.PREFERRED_GROSS, (0, 4))),
+    Kind("percent_score", L.percent_score, F.PERCENT_FORMATS, lambda c: (0, 0, 1, 2)),
     Kind("price_range", L.price_range, F.PRICE_RANGE_FORMATS, lambda c: (0, 0, 1, 2), (0, 4, 6)),
     Kind("salary", L.salary, F.SALARY_FORMATS),
     Kind("currency", L.price_currency, F.CURRENCY_FORMATS, lambda c: (0, 0, 0, 4)),

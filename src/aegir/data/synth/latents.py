@@ -575,6 +575,16 @@ def price(low: float, high: float) -> Draw:
     return draw
 
 
+def gross(ctx: TableContext, row: Row) -> int:
+    """A film's worldwide takings in whole dollars, log-uniform over $0.5 M-$2.5 bn."""
+    return row.get("gross", lambda: round(log_uniform(ctx, 5e5, 2.5e9)))
+
+
+def percent_score(ctx: TableContext, row: Row) -> int:
+    """A critics' score in percent: most films listed are liked by most critics."""
+    return row.get("percent", lambda: min(100, max(0, round(100 - abs(ctx.rng.gauss(0, 30))))))
+
+
 def price_range(ctx: TableContext, row: Row) -> tuple[int, int, int]:
     level = ctx.rng.randint(1, 4)
     low = ctx.rng.choice((5, 8, 10, 12, 15, 20, 25, 30, 40, 50)) * level
