@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from aegir.cli import main
 from aegir.config import EVAL_SPLITS, PrepareConfig, parse_params
-from aegir.data.prepare import prepare_dataset, write_parquet
+from aegir.data.prepare import _real_part, prepare_dataset, write_parquet
 from aegir.data.prepared import read_split, split_path
 from aegir.data.real import (
     COLUMNS_FILE,
@@ -62,9 +62,11 @@ def tables():
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
-    """Tiny synthetic splits + the real split, as `prepare` writes them."""
+    """Tiny synthetic splits + the whole real split, as `prepare` writes them (the tiny params'
+    cap on the real split lifted: this module checks the whole split)."""
     root = tmp_path_factory.mktemp("real_prepared")
-    params = parse_params(deep_update(yaml.safe_load((ROOT / "params.yaml").read_text()), TINY_PARAMS_OVERRIDE))
+    override = deep_update(TINY_PARAMS_OVERRIDE, {"prepare": {"real_tables_per_family": 0}})
+    params = parse_params(deep_update(yaml.safe_load((ROOT / "params.yaml").read_text()), override))
     stats = prepare_dataset(params, root / "data", root / "stats.json")
     return root / "data", params, stats
 
@@ -163,6 +165,32 @@ def test_two_builds_are_byte_identical_whatever_the_hash_seed(tmp_path):
         outs.append(tree_digest(out))
     assert outs[0] == outs[1]
     assert len(outs[0]) > 60
+
+
+def test_a_capped_split_keeps_each_familys_first_tables_byte_for_byte(tables):
+    """`prepare.real_tables_per_family: N`: each family's first N tables of the whole split, the
+    same tables; every family still in, and every layout where N reaches the family's layout
+    count (at most 3: the tests' tiny pipeline keeps 3); 0 is the whole split; a negative N is a
+    configuration error naming the param."""
+    from collections import Counter
+
+    families = layout_families()
+    def layout(table_id: str) -> str:
+        return max((name for name in families if table_id.split("_", 1)[1].startswith(name + "-")), key=len)
+
+    whole = Counter(family_of(t.table_id, families) for t in tables)
+    for n in (1, 3):
+        capped = build_real_tables(per_family=n)
+        assert set(capped) < set(tables)  # the same Table values: cells, labels, ids
+        per_family = Counter(family_of(t.table_id, families) for t in capped)
+        assert per_family == {f: min(n, count) for f, count in whole.items()}
+    assert max(Counter(families.values()).values()) <= 3
+    assert {layout(t.table_id) for t in capped} == {layout(t.table_id) for t in tables}  # n = 3
+    assert build_real_tables(per_family=0) == tables
+    prepared_tables, arrow = _real_part(PrepareConfig(real_tables_per_family=3))  # what `prepare` writes
+    assert prepared_tables == capped and arrow.column("table_id").to_pylist() == [t.table_id for t in capped]
+    with pytest.raises(AegirError, match="prepare.real_tables_per_family"):
+        PrepareConfig(real_tables_per_family=-1)
 
 
 def test_chunk_rows_keeps_every_record_in_runs_of_8_to_30():

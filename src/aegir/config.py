@@ -138,6 +138,9 @@ class PrepareConfig:
     compact_columns: bool = False  # a column overflowing its byte share drops missing and repeated cells
     compact_cell_bytes: int = 0  # and cuts each of its cells to this many bytes (0: no cut)
     train_views: int = 1  # the train split holds every table and train_views − 1 shuffled views of it
+    # 0: the whole `real` split; N: only each family's first N tables (every family still in; a
+    # quick run's scoring, e.g. the tests' tiny pipeline keeps 3: docs/data.md)
+    real_tables_per_family: int = 0
 
     def __post_init__(self) -> None:
         check_config(64 <= self.byte_budget <= 1 << 20, "prepare.byte_budget",
@@ -146,6 +149,8 @@ class PrepareConfig:
         check_config(self.compact_cell_bytes >= 0, "prepare.compact_cell_bytes",
                      f"must be ≥ 0, got {self.compact_cell_bytes}")
         check_config(1 <= self.train_views <= 64, "prepare.train_views", f"must be in [1, 64], got {self.train_views}")
+        check_config(0 <= self.real_tables_per_family <= 1_000_000, "prepare.real_tables_per_family",
+                     f"must be ≥ 0 (0: every table), got {self.real_tables_per_family}")
         if self.source == "sotab":
             check_config(bool(self.sotab_dir), "prepare.sotab_dir", "source is 'sotab' but no directory is set")
 

@@ -174,11 +174,11 @@ def _synthetic_part(synthetic: SyntheticConfig, cfg: PrepareConfig, split: str, 
 
 
 def _real_part(cfg: PrepareConfig) -> Part:
-    """The whole `real` split, serialized."""
+    """The `real` split (each family's first `cfg.real_tables_per_family` tables, or all), serialized."""
     from aegir.data.real import SPLIT as REAL
     from aegir.data.real import build_real_tables
 
-    tables = build_real_tables()
+    tables = build_real_tables(per_family=cfg.real_tables_per_family)
     return tables, tables_to_arrow(tables, REAL, cfg, bar=False)
 
 
