@@ -508,3 +508,38 @@ def test_scoring_benchmark_times_every_batch_size_against_the_first(tmp_path, ch
     with pytest.raises(SystemExit) as exit_info:  # a split that is not there: named, no traceback
         bench.main(["--checkpoint", str(checkpoint), "--data", str(prepared), "--split", "nosuch"])
     assert exit_info.value.code == 2 and "nosuch" in capsys.readouterr().err
+
+
+def test_doc_examples_script_reruns_each_example_and_keeps_a_blocks_choice_of_header(tmp_path, checkpoint):
+    """scripts/doc_examples.py: each fenced `$ aegir …` block gets what the command prints now
+    (stderr, then stdout); a block without the checkpoint's header lines stays without them;
+    `--check` fails on a stale block and passes once rewritten; a failing command names the file
+    and line and leaves the file as it was."""
+    shutil.copytree(checkpoint, tmp_path / "model")
+    (tmp_path / "t.csv").write_text(CSV)
+    doc = tmp_path / "doc.md"
+    text = ("Intro.\n\n```\n$ aegir annotate t.csv --checkpoint model\ncheckpoint: model (fingerprint 0)\n\nold\n```\n\n"
+            "Between.\n\n```\n$ aegir annotate t.csv --checkpoint model --top-k 2\nold\n```\n\nEnd.\n")
+    doc.write_text(text)
+    script = [sys.executable, str(ROOT / "scripts/doc_examples.py"), str(doc), "--cwd", str(tmp_path)]
+    env = tool_env(tmp_path)
+    check = subprocess.run([*script, "--check"], capture_output=True, text=True, env=env, timeout=300)
+    assert check.returncode == 1 and f"{doc}:4" in check.stderr and f"{doc}:13" in check.stderr, check.stderr
+    assert doc.read_text() == text
+    run = subprocess.run(script, capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr
+    lines = doc.read_text().splitlines()
+    assert lines[:4] == ["Intro.", "", "```", "$ aegir annotate t.csv --checkpoint model"]
+    first = lines[4:lines.index("```", 4)]
+    second_start = lines.index("$ aegir annotate t.csv --checkpoint model --top-k 2")
+    second = lines[second_start + 1:lines.index("```", second_start)]
+    assert first[0].startswith("checkpoint: model (fingerprint ") and "old" not in first
+    assert any(line.startswith("col  name") for line in first) and "t.csv: 3 columns, 2 rows" in "\n".join(first)
+    assert not any(line.startswith("checkpoint:") for line in second) and second[0].startswith("t.csv: 3 columns")
+    assert "hotel" in "\n".join(second) and lines[-1] == "End." and "Between." in lines
+    assert subprocess.run([*script, "--check"], capture_output=True, text=True, env=env, timeout=300).returncode == 0
+    rewritten = doc.read_text()
+    doc.write_text(rewritten.replace("--top-k 2", "--top-k 2 --checkpoint missing"))
+    bad = subprocess.run(script, capture_output=True, text=True, env=env, timeout=300)
+    assert bad.returncode == 1 and f"{doc}:" in bad.stderr and "failed" in bad.stderr, bad.stderr
+    assert "--checkpoint missing" in doc.read_text() and not doc.with_suffix(".md.tmp").exists()
