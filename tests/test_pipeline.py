@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -328,7 +329,17 @@ def test_snakemake_lint_is_clean(project):
     assert proc.returncode == 0 and "Congratulations" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
 
 
+# The stages whose outputs DVC made that the Snakemake test hands to Snakemake (in `dvc repro`'s
+# order): Snakemake runs the rest of the DAG itself, from Phase 3 on
+HANDED_OVER = ("prepare", "primary", "phase1@places", "phase1@media", "phase1@commerce", "phase2")
+
+
 def test_snakemake_runs_the_same_dag_with_the_same_outputs_and_resumes_a_killed_job(project, tmp_path):
+    """Snakemake's dry run names every DVC stage's rule; then, in a fresh copy of the project that
+    holds DVC's outputs of the stages before Phase 3 (as a user switching tools would have them;
+    the tiny DAG's first six stages, about half its time, not run twice), Snakemake runs the rest
+    (phase3, phase4, calibrate, baselines, report) for real, is killed with its Phase 3 job once
+    that has saved a state, resumes it, and ends with DVC's bytes; then has nothing left to do."""
     specs = dvc_stages(project)
     dry = run_tool(project, "snakemake", "-n", "--cores", "1", "--forceall", "all")
     for spec in specs:
@@ -336,17 +347,29 @@ def test_snakemake_runs_the_same_dag_with_the_same_outputs_and_resumes_a_killed_
     # (that each rule's inputs, outputs and command are its stage's: test_snakemake_rules_are_the_dvc_stages)
     snake = make_project_copy(tmp_path / "snake", {})
     (snake / "params.yaml").write_text((project / "params.yaml").read_text())
+    handed = [spec for spec in specs if spec.name in HANDED_OVER]
+    assert [spec.name for spec in handed] == list(HANDED_OVER)
+    for spec in handed:  # copied in DAG order, so that each output is newer than what it was made from
+        for out in sorted(set(spec.outs) - set(spec.resume_state)):
+            source, dest = project / out, snake / out
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_dir():
+                shutil.copytree(source, dest, dirs_exist_ok=True)
+            else:
+                shutil.copyfile(source, dest)
+    to_run = dry_run_jobs(run_tool(snake, "snakemake", "-n", "--cores", "1", "report", "calibrate").stdout)
+    assert {"phase3", "phase4", "calibrate", "baselines", "report"} <= set(to_run), to_run
+    assert not {spec.rule_name for spec in handed} & set(to_run), to_run
 
-    # kill Snakemake (and its job) with SIGKILL once the primary has saved a training state
+    # kill Snakemake (and its job) with SIGKILL once Phase 3 has saved a training state
     profile = ["--profile", "workflow/profiles/local", "--cores", "2"]
-    run_tool(snake, "snakemake", *profile, "prepare")
-    kill_at_saved_step(["snakemake", *profile, "primary"], snake, tool_env(snake),
-                       snake / "state/phase1/primary/state.json", 3)
-    assert not (snake / "models/phase1/primary/model.safetensors").exists()
+    kill_at_saved_step(["snakemake", *profile, "phase3"], snake, tool_env(snake),
+                       snake / "state/phase3/fused/state.json", 2)
+    assert not (snake / "models/phase3/model.safetensors").exists()
 
     run_tool(snake, "snakemake", "--unlock")  # the killed run's lock
-    run_tool(snake, "snakemake", *profile, "report", "calibrate", timeout=1800)  # and so every stage before them
-    assert "resuming primary at step 3" in (snake / "logs/primary.log").read_text()
+    run_tool(snake, "snakemake", *profile, "report", "calibrate", timeout=1800)
+    assert "resuming phase3 fused at step" in (snake / "logs/phase3.log").read_text()
     # resumed under Snakemake, uninterrupted under DVC: the same bytes, curves included
     assert tree_digest(snake, REPRODUCIBLE) == tree_digest(project, REPRODUCIBLE)
     # and Snakemake's own bookkeeping agrees there is nothing left to do
