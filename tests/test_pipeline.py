@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -349,7 +351,12 @@ def test_snakemake_runs_the_same_dag_with_the_same_outputs_and_resumes_a_killed_
     (snake / "params.yaml").write_text((project / "params.yaml").read_text())
     handed = [spec for spec in specs if spec.name in HANDED_OVER]
     assert [spec.name for spec in handed] == list(HANDED_OVER)
-    for spec in handed:  # copied in DAG order, so that each output is newer than what it was made from
+    # copied, then dated in DAG order: every file and folder of the k-th stage's outputs gets the
+    # time now + k seconds, so that each output is newer than what it was made from (DVC's own
+    # times need not be in that order: an earlier test of this module forces `prepare` again, and
+    # copytree would keep a folder's time)
+    now = time.time()
+    for k, spec in enumerate(handed):
         for out in sorted(set(spec.outs) - set(spec.resume_state)):
             source, dest = project / out, snake / out
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -357,6 +364,8 @@ def test_snakemake_runs_the_same_dag_with_the_same_outputs_and_resumes_a_killed_
                 shutil.copytree(source, dest, dirs_exist_ok=True)
             else:
                 shutil.copyfile(source, dest)
+            for path in [dest, *(dest.rglob("*") if dest.is_dir() else ())]:
+                os.utime(path, (now + k, now + k))
     to_run = dry_run_jobs(run_tool(snake, "snakemake", "-n", "--cores", "1", "report", "calibrate").stdout)
     assert {"phase3", "phase4", "calibrate", "baselines", "report"} <= set(to_run), to_run
     assert not {spec.rule_name for spec in handed} & set(to_run), to_run
