@@ -18,6 +18,13 @@ output-level ensemble (and the fused model before its vote, `seam`, where the ru
 per seed: issue 34's target is fused ≥ both controls + 2 CTA on
 `corner_cases` and `real`, on the mean, with the same sign in every seed. `--json` writes the
 same figures. docs/experiments.md holds the runs this script measured.
+
+`--all-knowledge` adds issue 34's upper reference beside them: the `scores.json` of primaries
+trained on everything the specialists saw (`primary.extra_tables`, a plain `phase1 --agent
+primary` run each), one per seed in the seeds' order (each its own `primary.seed`), shown as
+`all_knowledge` with the fused model's margin over it, paired by position:
+
+    python scripts/phase3_seeds.py --show --out /tmp/p3seeds --all-knowledge ak0/scores.json ak1/scores.json ak2/scores.json
 """
 
 from __future__ import annotations
@@ -36,8 +43,9 @@ from aegir.errors import AegirError
 VARIANTS = ("phase1", "control", "fused", "ensemble")
 MARGINS = ("control", "phase1", "ensemble")  # the fused model's margin over each
 # reported (with the fused model's margin over it) where every seed's scores.json has it:
-# `seam`, the fused model before its vote (runs from before the output seam lack it)
-OPTIONAL = ("seam",)
+# `seam`, the fused model before its vote (runs from before the output seam lack it), and
+# `all_knowledge`, the primary trained on everything the specialists saw (--all-knowledge)
+OPTIONAL = ("seam", "all_knowledge")
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -73,6 +81,26 @@ def load_scores(path: Path) -> dict:
     return scores
 
 
+def load_primary_scores(path: Path) -> dict:
+    """A phase1 stage's scores.json ({task: {split: report}}), or the folder holding it."""
+    path = path / "scores.json" if path.is_dir() else path
+    try:
+        scores = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise AegirError(f"{path}: not a readable phase1 scores.json ({exc})") from None
+    if not all(isinstance(scores.get(task), dict) for task in ("cta", "cpa")):
+        raise AegirError(f"{path}: not a phase1 scores.json (it has no `cta` and `cpa` scores per split)")
+    return scores
+
+
+def with_reference(runs: dict[int, dict], name: str, references: list[dict]) -> dict[int, dict]:
+    """`runs` with a Phase 1 model's scores (one per run, paired by position) as variant `name`."""
+    if len(references) != len(runs):
+        raise AegirError(f"--all-knowledge: {len(references)} scores.json for {len(runs)} seeds "
+                         f"({', '.join(map(str, runs))}); give one per seed, in their order")
+    return {seed: {**scores, name: reference} for (seed, scores), reference in zip(runs.items(), references)}
+
+
 def compare(runs: dict[int, dict], splits: list[str]) -> dict:
     """{task: {split: {"variants": {name: {"mean", "min", "max"}}, "margins": {other: {"per_seed",
     "mean", "same_sign"}}}}} over `runs` (seed → scores.json)."""
@@ -80,7 +108,10 @@ def compare(runs: dict[int, dict], splits: list[str]) -> dict:
     names = VARIANTS + tuple(name for name in OPTIONAL if all(name in s for s in runs.values()))
     for task in ("cta", "cpa"):
         for split in splits:
-            f1 = {seed: {name: s[name][task][split]["micro_f1"] for name in names} for seed, s in runs.items()}
+            try:
+                f1 = {seed: {name: s[name][task][split]["micro_f1"] for name in names} for seed, s in runs.items()}
+            except KeyError as exc:
+                raise AegirError(f"no {task.upper()} score on split {split!r} in every run ({exc!r} missing)") from None
             variants = {}
             for name in names:
                 values = [by_name[name] for by_name in f1.values()]
@@ -117,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="seed 0: main's run")
     parser.add_argument("--splits", nargs="+", default=["corner_cases", "real", "test", "wide"])
     parser.add_argument("--json", type=Path, help="write the figures here too")
+    parser.add_argument("--all-knowledge", type=Path, nargs="+", default=[], metavar="SCORES",
+                        help="phase1 scores.json (or its folder) of a primary trained on everything the "
+                             "specialists saw, one per seed in the seeds' order")
     args = parser.parse_args(argv)
     try:
         runs = {0: load_scores(args.main_scores)}
@@ -130,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                 restore_workspace()
         for seed in args.seeds:
             runs[seed] = load_scores(args.out / f"seed{seed}" / "scores.json")
+        if args.all_knowledge:
+            runs = with_reference(runs, "all_knowledge", [load_primary_scores(p) for p in args.all_knowledge])
         figures = compare(runs, args.splits)
     except AegirError as exc:
         print(f"phase3_seeds: {exc}", file=sys.stderr)

@@ -444,7 +444,8 @@ def test_lofo_script_scores_families_and_the_baseline(tmp_path, checkpoint, prep
 
 def test_phase3_seeds_script_compares_paired_seeds(tmp_path):
     """scripts/phase3_seeds.py --show: each variant's mean and range over the seeds, the fused
-    model's margin over each control per seed, flagged where the signs differ; a scores.json
+    model's margin over each control per seed, flagged where the signs differ; the all-knowledge
+    primaries beside them, paired by position (one per seed, else a clear error); a scores.json
     without a variant fails naming the file."""
     def scores(fused: float, control: float) -> dict:
         row = {"micro_f1": 0.0}
@@ -482,6 +483,26 @@ def test_phase3_seeds_script_compares_paired_seeds(tmp_path):
     figures = json.loads(out.read_text())["figures"]["cta"]["real"]
     assert figures["variants"]["seam"] == {"mean": 90.17, "min": 88.5, "max": 91.5}
     assert figures["margins"]["seam"] == {"per_seed": {"0": 0.5, "1": 0.5, "2": 0.5}, "mean": 0.5, "same_sign": True}
+    # the all-knowledge primaries (phase1 scores.json, one per seed, paired by position)
+    for seed, value in enumerate((93.0, 90.0, 90.0)):
+        (tmp_path / f"ak{seed}").mkdir()
+        (tmp_path / f"ak{seed}/scores.json").write_text(json.dumps(
+            {task: {split: {"micro_f1": value} for split in ("corner_cases", "real")} for task in ("cta", "cpa")}))
+    reference = [str(tmp_path / f"ak{seed}") for seed in range(3)]
+    proc = subprocess.run([*cmd, "--all-knowledge", *reference], env=tool_env(ROOT), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    figures = json.loads(out.read_text())["figures"]["cta"]["real"]
+    assert figures["variants"]["all_knowledge"] == {"mean": 91.0, "min": 90.0, "max": 93.0}
+    assert figures["margins"]["all_knowledge"]["per_seed"] == {"0": -1.0, "1": 1.0, "2": -1.0}
+    assert "fused − all_knowledge" in proc.stdout
+    proc = subprocess.run([*cmd, "--all-knowledge", *reference[:2]], env=tool_env(ROOT), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and "2 scores.json for 3 seeds" in proc.stderr
+    (tmp_path / "ak2/scores.json").write_text(json.dumps({"steps": 3}))
+    proc = subprocess.run([*cmd, "--all-knowledge", *reference], env=tool_env(ROOT), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "ak2/scores.json: not a phase1 scores.json" in proc.stderr
     # a scores.json that is not Phase 3's
     (tmp_path / "seed2/scores.json").write_text(json.dumps({"fused": {}}))
     proc = subprocess.run(cmd, env=tool_env(ROOT), capture_output=True, text=True, timeout=120)
