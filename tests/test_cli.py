@@ -499,6 +499,9 @@ def test_phase3_seeds_script_compares_paired_seeds(tmp_path):
     proc = subprocess.run([*cmd, "--all-knowledge", *reference[:2]], env=tool_env(ROOT), capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 2 and "2 scores.json for 3 seeds" in proc.stderr
+    wider = [*cmd[:cmd.index("--splits")], "--splits", "corner_cases", "wide", *cmd[cmd.index("--json"):]]
+    proc = subprocess.run(wider, env=tool_env(ROOT), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "no CTA score on split 'wide' in every run" in proc.stderr
     (tmp_path / "ak2/scores.json").write_text(json.dumps({"steps": 3}))
     proc = subprocess.run([*cmd, "--all-knowledge", *reference], env=tool_env(ROOT), capture_output=True, text=True,
                           timeout=120)
