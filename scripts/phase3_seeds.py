@@ -70,11 +70,19 @@ def restore_workspace() -> None:
     run(["dvc", "checkout", "--force"])
 
 
-def load_scores(path: Path) -> dict:
+def read_scores(path: Path, what: str) -> dict:
+    """The JSON object in `path`, or an error naming the file as not a readable `what`."""
     try:
         scores = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise AegirError(f"{path}: not a readable Phase 3 scores.json ({exc})") from None
+        raise AegirError(f"{path}: not a readable {what} ({exc})") from None
+    if not isinstance(scores, dict):
+        raise AegirError(f"{path}: not a readable {what} (not a JSON object)")
+    return scores
+
+
+def load_scores(path: Path) -> dict:
+    scores = read_scores(path, "Phase 3 scores.json")
     missing = [v for v in VARIANTS if v not in scores]
     if missing:
         raise AegirError(f"{path}: no scores for {missing} (a Phase 3 scores.json has {', '.join(VARIANTS)})")
@@ -84,21 +92,19 @@ def load_scores(path: Path) -> dict:
 def load_primary_scores(path: Path) -> dict:
     """A phase1 stage's scores.json ({task: {split: report}}), or the folder holding it."""
     path = path / "scores.json" if path.is_dir() else path
-    try:
-        scores = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise AegirError(f"{path}: not a readable phase1 scores.json ({exc})") from None
+    scores = read_scores(path, "phase1 scores.json")
     if not all(isinstance(scores.get(task), dict) for task in ("cta", "cpa")):
         raise AegirError(f"{path}: not a phase1 scores.json (it has no `cta` and `cpa` scores per split)")
     return scores
 
 
-def with_reference(runs: dict[int, dict], name: str, references: list[dict]) -> dict[int, dict]:
-    """`runs` with a Phase 1 model's scores (one per run, paired by position) as variant `name`."""
+def with_all_knowledge(runs: dict[int, dict], references: list[dict]) -> dict[int, dict]:
+    """`runs` with the all-knowledge primaries' scores (one per run, paired by position) as the
+    variant `all_knowledge`."""
     if len(references) != len(runs):
         raise AegirError(f"--all-knowledge: {len(references)} scores.json for {len(runs)} seeds "
                          f"({', '.join(map(str, runs))}); give one per seed, in their order")
-    return {seed: {**scores, name: reference} for (seed, scores), reference in zip(runs.items(), references)}
+    return {seed: {**scores, "all_knowledge": reference} for (seed, scores), reference in zip(runs.items(), references)}
 
 
 def compare(runs: dict[int, dict], splits: list[str]) -> dict:
@@ -165,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         for seed in args.seeds:
             runs[seed] = load_scores(args.out / f"seed{seed}" / "scores.json")
         if args.all_knowledge:
-            runs = with_reference(runs, "all_knowledge", [load_primary_scores(p) for p in args.all_knowledge])
+            runs = with_all_knowledge(runs, [load_primary_scores(p) for p in args.all_knowledge])
         figures = compare(runs, args.splits)
     except AegirError as exc:
         print(f"phase3_seeds: {exc}", file=sys.stderr)
