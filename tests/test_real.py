@@ -101,8 +101,10 @@ def test_coverage_by_domain_lists_each_domains_families_and_labels(tables):
     for domain in ("Place", "Person", "Product"):
         assert len(coverage[domain]["families"]) >= 3, (domain, coverage[domain]["families"])
     assert coverage["Movie"]["families"] == ["cannes", "films", "movies"]
+    assert coverage["Event"]["families"] == ["elections", "holidays", "observances"]
+    assert coverage["Organization"]["families"] == ["banks", "companies", "school_districts"]
     assert coverage["SportsTeam"]["families"] == ["league_tables", "sports_teams"]
-    assert coverage["SportsEvent"]["families"] == ["matches"]
+    assert coverage["SportsEvent"]["families"] == ["hill_races", "matches"]
     assert coverage["JobPosting"]["families"] == ["occupations", "occupations_1950"]
     assert set(coverage) >= {"Event", "JobPosting", "Movie", "Organization", "Person", "Place", "Product",
                              "SportsEvent", "SportsTeam"}  # schema.org classes with a real table
@@ -506,8 +508,42 @@ def test_occupations_are_titled_as_pages_title_them(tables):
     assert all(c.endswith("\xa0$") for c in french.columns[french.column_names.index("Revenu moyen")])
 
 
+def test_districts_races_and_elections_are_listed_as_their_pages_list_them(tables):
+    """Ecdat's `Caschool` as one county's school districts, MASS's `hills` as two pages of hill
+    races with their records, pscl's `AustralianElections` as two pages of twelve elections."""
+    from aegir.data.real.sources import elections, grade_span, hill_races, school_districts
+
+    assert grade_span("KK-08") == "K–8" and grade_span("KK-06") == "K–6"
+    districts = school_districts()
+    assert len(districts) == 16 and all(8 <= len(g.records) <= 30 for g in districts)
+    for group in districts:
+        assert len({r["county"] for r in group.records}) == 1
+        assert [r["name"] for r in group.records] == sorted(r["name"] for r in group.records)
+    assert [len(g.records) for g in hill_races()] == [18, 17]
+    assert [(g.key, len(g.records)) for g in elections()] == [("1949-1975", 12), ("1977-2007", 12)]
+    by_id = {t.table_id: t for t in tables}
+    kings = by_id["Organization_school-districts-funding-Kings_real.json.gz"]
+    assert kings.columns[0][0] == "Armona Union Elementary"
+    assert kings.columns[kings.column_names.index("Spending per student")][0] == "$5,306"
+    races = by_id["SportsEvent_hill-races-1984-1_real.json.gz"]
+    row = races.columns[0].index("Ben Nevis")
+    assert [c[row] for c in races.columns] == ["Ben Nevis", "10.0 mi", "4,400 ft", "1:25:35"]
+    metric = by_id["SportsEvent_hill-races-metric-1984-2_real.json.gz"]
+    row = metric.columns[0].index("Greenmantle")
+    assert [c[row] for c in metric.columns] == ["Greenmantle", "4.0 km", "198 m", "16 min 5 s"]
+    first = by_id["Event_elections-1949-1975_real.json.gz"]
+    assert [c[0] for c in first.columns] == ["1949 federal election", "10 December 1949", "121", "47", "55",
+                                             "46.0%", "96.0%"]
+    assert first.cpa[first.column_names.index("Date")] == "startDate"
+
+
 @pytest.mark.parametrize("value, fmt, locale, cell", [
     (394436586, "usd", "en_US", "$394,436,586"),
+    (2.5, "miles", "en_GB", "2.5 mi"),
+    (2.5, "miles_as_km", "de_DE", "4,0 km"),
+    (204.617, "race_time", "en_GB", "3:24:37"),
+    (204.617, "race_time_words", "en_GB", "3 h 24 min 37 s"),
+    (45.98, "percent_one_decimal", "en_AU", "46.0%"),
     (15900, "usd", "de_DE", "15.900\xa0$"),
     ("United States", "country_from_name", "fr_FR", "États-Unis"),
     ("Atlantis", "country_from_name", "fr_FR", "Atlantis"),  # a name CLDR lacks: as given

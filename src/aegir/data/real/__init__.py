@@ -2,11 +2,11 @@
 
 Why: a model can score well on the embedded synthetic benchmark by learning its generator.
 These tables are real records — airports, cities, countries, US states, counties and ZIP
-codes, public holidays and US observances, banks and the largest listed companies, NBA/WNBA
-teams and players, Titanic passengers and Olympic sprinters, car models and their prices and
-fuel economy, films and their box office, Bundesliga matchdays and league tables, occupations
-and their incomes, contact lists, Ontario's municipalities, Paris Métro stations and a pizzeria's
-menu — read from data that pip packages ship (`sources.FAMILIES` names each package; their versions are pinned in
+codes, public holidays, US observances and Australian elections, banks, the largest listed
+companies and California's school districts, NBA/WNBA teams and players, Titanic passengers and
+Olympic sprinters, car models and their prices and fuel economy, films and their box office,
+Bundesliga matchdays and league tables, Scottish hill races, occupations and their incomes,
+contact lists, Ontario's municipalities, Paris Métro stations and a pizzeria's menu — read from data that pip packages ship (`sources.FAMILIES` names each package; their versions are pinned in
 requirements.lock), so evaluating on them needs no network and gives the same tables on
 every machine. They are for evaluation only: `prepare` writes them as the `real` split, and
 no stage trains on them.

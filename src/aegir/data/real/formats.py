@@ -21,6 +21,7 @@ from babel.numbers import format_currency, format_decimal
 
 FEET_TO_METRES = 0.3048
 POUNDS_TO_KILOGRAMS = 0.45359237
+MILES_TO_KILOMETRES = 1.609344
 
 
 def _grouped(value: Any, locale: str) -> str:
@@ -84,6 +85,19 @@ def _english_name_as_local(table: Callable[[Locale], dict[str, str]]) -> Callabl
     return write
 
 
+def _clock(minutes: Any, locale: str) -> str:
+    """A race time given in minutes as a results page writes it: 16.083 → "0:16:05"."""
+    seconds = round(float(minutes) * 60)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def _time_in_words(minutes: Any, locale: str) -> str:
+    """A race time given in minutes in words: 16.083 → "16 min 5 s", 204.617 → "3 h 24 min 37 s"."""
+    seconds = round(float(minutes) * 60)
+    hours, rest = divmod(seconds, 3600)
+    return (f"{hours} h " if hours else "") + f"{rest // 60} min {rest % 60} s"
+
+
 GENDER_WORDS = {"en": ("male", "female"), "de": ("männlich", "weiblich"), "fr": ("homme", "femme")}
 YES_NO_WORDS = {"en": ("Yes", "No"), "de": ("Ja", "Nein"), "fr": ("Oui", "Non")}
 
@@ -108,6 +122,10 @@ FORMATS: dict[str, Callable[[Any, str], str]] = {
     "square_km": lambda v, loc: f"{_grouped(v, loc)} km²",
     "pounds": lambda v, loc: f"{_grouped(round(v), loc)} lbs",
     "minutes": lambda v, loc: f"{int(v)} min",  # a running time: 121 min
+    "miles": lambda v, loc: f"{format_decimal(v, format='0.0', locale=loc)} mi",  # 2.5 mi
+    "miles_as_km": lambda v, loc: f"{format_decimal(v * MILES_TO_KILOMETRES, format='0.0', locale=loc)} km",  # 4.0 km
+    "race_time": _clock,  # minutes → 0:16:05
+    "race_time_words": _time_in_words,  # minutes → 16 min 5 s
     "one_decimal": lambda v, loc: format_decimal(v, format="0.0", locale=loc),  # 6.4 / 6,4
     "pounds_as_kg": lambda v, loc: f"{_grouped(round(v * POUNDS_TO_KILOGRAMS), loc)} kg",
     "date_iso": lambda v, loc: _date(v).isoformat(),  # 2025-10-03
@@ -128,6 +146,7 @@ FORMATS: dict[str, Callable[[Any, str], str]] = {
     "usd_cents": lambda v, loc: format_currency(v, "USD", locale=loc),  # $12.75 / 12,75 $
     "cad": _whole_amount("CAD"),  # whole Canadian dollars: $25,879 (en_CA) / 25 879 $ (fr_CA)
     "percent": lambda v, loc: f"{int(v)}%",
+    "percent_one_decimal": lambda v, loc: f"{format_decimal(v, format='0.0', locale=loc)}%",  # 45.98 → 46.0%
     "two_decimals": lambda v, loc: format_decimal(v, format="0.00", locale=loc),  # 94.71 / 94,71
     "gender": _gender,  # "male" / "female" in the locale's language
     "country_from_name": _english_name_as_local(lambda loc: loc.territories),  # "United States" → États-Unis

@@ -817,6 +817,62 @@ def occupations_1950() -> list[Group]:
     return chunked_groups("1950", records)
 
 
+# ----------------------------------------------------------------------------- school districts
+
+
+def grade_span(code: str) -> str:
+    """The data's grade span ("KK-08") as a district's page writes it: "K–8"."""
+    low, high = code.split("-")
+    return f"{'K' if low == 'KK' else int(low)}–{int(high)}"
+
+
+def school_districts() -> list[Group]:
+    """The school districts of one California county in 1998–99 (the R package Ecdat's
+    `Caschool`, from the California Department of Education, in `pydataset`'s archive): code,
+    grades, students, teachers, computers, spending per student, the district's average income
+    (the data gives thousands of dollars), the share on free or reduced-price meals and the
+    mean test score; one table per county with 8 or more districts, alphabetical; 16 counties."""
+    records = [{"name": r["district"], "county": r["county"], "code": r["distcod"], "grades": grade_span(r["grspan"]),
+                "students": int(r["enrltot"]), "teachers": float(r["teachers"]), "computers": int(r["computer"]),
+                "spending": float(r["expnstu"]), "income": round(float(r["avginc"]) * 1000),
+                "meals": float(r["mealpct"]), "score": float(r["testscr"])}
+               for r in r_dataset("Ecdat", "Caschool")]
+    by_county = _grouped(records, lambda r: r["county"])
+    groups = [Group(slug(county), tuple(sorted(rows, key=lambda r: (r["name"], r["code"]))))
+              for county, rows in by_county.items() if MIN_ROWS <= len(rows) <= MAX_ROWS]
+    return pick_evenly(groups, 16)
+
+
+# ----------------------------------------------------------------------------- hill races
+
+
+def hill_races() -> list[Group]:
+    """Scottish hill races with their 1984 record times (the R package MASS's `hills`, in
+    `pydataset`'s archive: distance in miles, climb in feet, record in minutes, as the data gives
+    them, Knock Hill's 78.65 included); alphabetical, two tables."""
+    records = [{"name": r[""], "distance": float(r["dist"]), "climb": int(r["climb"]), "record": float(r["time"])}
+               for r in r_dataset("MASS", "hills")]
+    records.sort(key=lambda r: r["name"])
+    return chunked_groups("1984", records)
+
+
+# ----------------------------------------------------------------------------- elections
+
+
+def elections() -> list[Group]:
+    """Elections to Australia's House of Representatives, 1949–2007 (the R package pscl's
+    `AustralianElections`, in `pydataset`'s archive): named as the record books name them
+    ("1949 federal election"), date, seats, seats won by Labor and by the Liberals, Labor's share
+    of first preferences and turnout (percent); by date, in two tables of twelve."""
+    records = [{"name": f"{r['date'][:4]} federal election", "date": dt.date.fromisoformat(r["date"]),
+                "seats": int(r["Seats"]), "labor_seats": int(r["ALPSeats"]), "liberal_seats": int(r["LPSeats"]),
+                "labor_vote": float(r["ALP"]), "turnout": float(r["Turnout"])}
+               for r in r_dataset("pscl", "AustralianElections")]
+    records.sort(key=lambda r: r["date"])
+    return [Group(f"{rows[0]['date'].year}-{rows[-1]['date'].year}", tuple(rows))
+            for rows in chunk_rows(records, max_rows=len(records) // 2)]
+
+
 # family name (as in layouts.csv) → (pip package it reads, function)
 FAMILIES: dict[str, tuple[str, Callable[[], list[Group]]]] = {
     "airports": ("airportsdata", airports),
@@ -847,5 +903,8 @@ FAMILIES: dict[str, tuple[str, Callable[[], list[Group]]]] = {
     "municipalities": ("great_tables", municipalities),
     "metro_stations": ("great_tables", metro_stations),
     "pizzas": ("great_tables", pizzas),
+    "school_districts": ("pydataset", school_districts),
+    "hill_races": ("pydataset", hill_races),
+    "elections": ("pydataset", elections),
 }
 
