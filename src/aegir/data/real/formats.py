@@ -28,6 +28,11 @@ def _grouped(value: Any, locale: str) -> str:
     return format_decimal(value, format="#,##0", locale=locale)
 
 
+def _one_decimal(value: Any, locale: str) -> str:
+    """One decimal, the locale's decimal sign: 6.4 / 6,4."""
+    return format_decimal(value, format="0.0", locale=locale)
+
+
 def _coordinate(value: Any, locale: str) -> str:
     return format_decimal(value, format="0.0###", locale=locale)
 
@@ -122,11 +127,11 @@ FORMATS: dict[str, Callable[[Any, str], str]] = {
     "square_km": lambda v, loc: f"{_grouped(v, loc)} km²",
     "pounds": lambda v, loc: f"{_grouped(round(v), loc)} lbs",
     "minutes": lambda v, loc: f"{int(v)} min",  # a running time: 121 min
-    "miles": lambda v, loc: f"{format_decimal(v, format='0.0', locale=loc)} mi",  # 2.5 mi
-    "miles_as_km": lambda v, loc: f"{format_decimal(v * MILES_TO_KILOMETRES, format='0.0', locale=loc)} km",  # 4.0 km
+    "miles": lambda v, loc: f"{_one_decimal(v, loc)} mi",  # 2.5 mi
+    "miles_as_km": lambda v, loc: f"{_one_decimal(v * MILES_TO_KILOMETRES, loc)} km",  # 4.0 km
     "race_time": _clock,  # minutes → 0:16:05
     "race_time_words": _time_in_words,  # minutes → 16 min 5 s
-    "one_decimal": lambda v, loc: format_decimal(v, format="0.0", locale=loc),  # 6.4 / 6,4
+    "one_decimal": _one_decimal,  # 6.4 / 6,4
     "pounds_as_kg": lambda v, loc: f"{_grouped(round(v * POUNDS_TO_KILOGRAMS), loc)} kg",
     "date_iso": lambda v, loc: _date(v).isoformat(),  # 2025-10-03
     "date_short": lambda v, loc: format_date(_date(v), "short", locale=loc),  # 03.10.25 / 10/3/25
@@ -146,7 +151,7 @@ FORMATS: dict[str, Callable[[Any, str], str]] = {
     "usd_cents": lambda v, loc: format_currency(v, "USD", locale=loc),  # $12.75 / 12,75 $
     "cad": _whole_amount("CAD"),  # whole Canadian dollars: $25,879 (en_CA) / 25 879 $ (fr_CA)
     "percent": lambda v, loc: f"{int(v)}%",
-    "percent_one_decimal": lambda v, loc: f"{format_decimal(v, format='0.0', locale=loc)}%",  # 45.98 → 46.0%
+    "percent_one_decimal": lambda v, loc: f"{_one_decimal(v, loc)}%",  # 45.98 → 46.0%
     "two_decimals": lambda v, loc: format_decimal(v, format="0.00", locale=loc),  # 94.71 / 94,71
     "gender": _gender,  # "male" / "female" in the locale's language
     "country_from_name": _english_name_as_local(lambda loc: loc.territories),  # "United States" → États-Unis
