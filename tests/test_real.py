@@ -522,9 +522,10 @@ def test_a_malformed_r_dataset_row_names_the_archive_file_and_its_line(tmp_path,
     monkeypatch.setattr(sources, "package_file", lambda *parts: archive)
     with pytest.raises(DataError, match=problem) as raised:
         sources.FAMILIES[family][1]()
+    line = text.count("\n")  # the bad row is the last
     assert raised.value.path == f"{archive}:resources/rdata/csv/{member}"
-    assert raised.value.line == text.count("\n")
-    assert str(raised.value).startswith(f"{archive}:resources/rdata/csv/{member}:{text.count(chr(10))}: ")
+    assert raised.value.line == line
+    assert str(raised.value).startswith(f"{archive}:resources/rdata/csv/{member}:{line}: ")
 
 
 def test_an_r_dataset_that_is_not_utf8_names_the_archive_file(tmp_path, monkeypatch):

@@ -534,12 +534,12 @@ def companies() -> list[Group]:
             return None
         return {"name": r["name"], "rank": int(r["rank"]), "country": FORBES_COUNTRY_CODES[r["country"]],
                 "industry": r["category"], "sales": billions(r["sales"]), "profits": billions(r["profits"]),
-                "assets": billions(r["assets"]), "market_value": billions(r["marketvalue"]),
-                "data_country": r["country"]}
+                "assets": billions(r["assets"]), "market_value": billions(r["marketvalue"])}
 
+    country_name = {code: name for name, code in FORBES_COUNTRY_CODES.items()}  # the data's, one per code
     by_country: dict[str, list[Record]] = defaultdict(list)
     for firm in r_records("HSAUR", "Forbes2000", record):
-        by_country[firm.pop("data_country")].append(firm)
+        by_country[country_name[firm["country"]]].append(firm)
     groups = [Group(slug(country), tuple(sorted(rows, key=lambda c: c["rank"])[:25]))
               for country, rows in sorted(by_country.items()) if len(rows) >= MIN_ROWS]
     return pick_evenly(groups, 16)
