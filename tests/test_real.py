@@ -105,7 +105,7 @@ def test_coverage_by_domain_lists_each_domains_families_and_labels(tables):
     assert coverage["Organization"]["families"] == ["banks", "companies", "school_districts"]
     assert coverage["SportsTeam"]["families"] == ["league_tables", "sports_teams"]
     assert coverage["SportsEvent"]["families"] == ["hill_races", "matches"]
-    assert coverage["JobPosting"]["families"] == ["occupations", "occupations_1950"]
+    assert coverage["JobPosting"]["families"] == ["occupations", "occupations_1950", "trades"]
     assert set(coverage) >= {"Event", "JobPosting", "Movie", "Organization", "Person", "Place", "Product",
                              "SportsEvent", "SportsTeam"}  # schema.org classes with a real table
     assert coverage["Product"]["cta"]["price"] > 0 and coverage["Movie"]["cta"]["MonetaryAmount"] > 0
@@ -509,6 +509,8 @@ def _r_archive(tmp_path, member: str, data: bytes):
      '"1",1949-12-10,121,47,55,19,0,45.98,49.0,39.37,10.85,0,0,0,0,0.87,0,1.94,95.95\n'
      '"2",10/12/1951,121,52,52,17,0,47.63,49.3,40.62,9.71,0,0,0,0,0.97,0,1.91,95.98\n', "Invalid isoformat"),
     ("cars93", "MASS/Cars93.csv", '"","Manufacturer","Model"\n"1","Acura","Integra"\n', "no column 'Make'"),
+    ("trades", "HistData/DrinksWages.csv", '"","class","trade","sober","drinks","wage","n"\n'
+     '"1","A","papercutter",1,1,24,2\n"2","A","cabmen",1,10,18.416666667,\n', "invalid literal"),
 ])
 def test_a_malformed_r_dataset_row_names_the_archive_file_and_its_line(tmp_path, monkeypatch, family, member,
                                                                        text, problem):
@@ -538,6 +540,30 @@ def test_an_r_dataset_that_is_not_utf8_names_the_archive_file(tmp_path, monkeypa
     with pytest.raises(DataError, match="not UTF-8") as raised:
         sources.hill_races()
     assert raised.value.path == f"{archive}:resources/rdata/csv/MASS/hills.csv"
+
+
+def test_trades_of_1910_are_listed_by_wage_class_in_shillings_and_pence(tables):
+    """HistData's `DrinksWages` as one table per wage class, highest wage first; the wage in
+    shillings and pence (12 pence to the shilling) or in decimal shillings, the share who drink
+    computed from the counts."""
+    from aegir.data.real.formats import format_cell
+    from aegir.data.real.sources import trades
+
+    groups = trades()
+    assert [(g.key, len(g.records)) for g in groups] == [("class-A", 25), ("class-B", 22), ("class-C", 23)]
+    for group in groups:
+        wages = [r["wage"] for r in group.records]
+        assert wages == sorted(wages, reverse=True) and len({r["wage_class"] for r in group.records}) == 1
+    assert [format_cell(v, "shillings_pence", "en_GB") for v in (18.416666667, 24, 21.166666667, 13.99)] == [
+        "18s 5d", "24s", "21s 2d", "14s"]
+    by_id = {t.table_id: t for t in tables}
+    first = by_id["JobPosting_trades-class-A_real.json.gz"]
+    row = first.columns[0].index("Cabmen")
+    assert [c[row] for c in first.columns] == ["Cabmen", "18s 5d", "1", "10", "11"]
+    assert first.cta == ("JobPosting/name", "MonetaryAmount", "Number", "Number", "Number")
+    decimal = by_id["JobPosting_trades-decimal-class-B_real.json.gz"]
+    row = decimal.columns[0].index("Painter")
+    assert [c[row] for c in decimal.columns] == ["Painter", "25.50", "37", "62.2%"]
 
 
 def test_occupations_are_titled_as_pages_title_them(tables):

@@ -103,6 +103,14 @@ def _time_in_words(minutes: Any, locale: str) -> str:
     return (f"{hours} h " if hours else "") + f"{rest // 60} min {rest % 60} s"
 
 
+def _shillings_pence(value: Any, locale: str) -> str:
+    """A sum in shillings as a British page of 1910 writes it: 18.4167 → 18s 5d, 24 → 24s
+    (12 pence to the shilling, rounded to the penny)."""
+    pence = round(float(value) * 12)
+    shillings, rest = divmod(pence, 12)
+    return f"{shillings}s {rest}d" if rest else f"{shillings}s"
+
+
 GENDER_WORDS = {"en": ("male", "female"), "de": ("männlich", "weiblich"), "fr": ("homme", "femme")}
 YES_NO_WORDS = {"en": ("Yes", "No"), "de": ("Ja", "Nein"), "fr": ("Oui", "Non")}
 
@@ -150,6 +158,7 @@ FORMATS: dict[str, Callable[[Any, str], str]] = {
     "usd": _usd,  # whole US dollars: $394,436,586 / 394.436.586 $
     "usd_cents": lambda v, loc: format_currency(v, "USD", locale=loc),  # $12.75 / 12,75 $
     "cad": _whole_amount("CAD"),  # whole Canadian dollars: $25,879 (en_CA) / 25 879 $ (fr_CA)
+    "shillings_pence": _shillings_pence,  # 18.4167 shillings → 18s 5d
     "percent": lambda v, loc: f"{int(v)}%",
     "percent_one_decimal": lambda v, loc: f"{_one_decimal(v, loc)}%",  # 45.98 → 46.0%
     "two_decimals": lambda v, loc: format_decimal(v, format="0.00", locale=loc),  # 94.71 / 94,71

