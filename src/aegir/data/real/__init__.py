@@ -6,7 +6,7 @@ codes, public holidays, US observances and Australian elections, banks, the larg
 companies and California's school districts, NBA/WNBA teams and players, Titanic passengers and
 Olympic sprinters, car models and their prices and fuel economy, films and their box office,
 Bundesliga matchdays and league tables, Scottish hill races, occupations and their incomes,
-contact lists, Ontario's municipalities, Paris Métro stations and a pizzeria's menu — read from
+the trades of 1910 and their wages, contact lists, Ontario's municipalities, Paris Métro stations and a pizzeria's menu — read from
 data that pip packages ship (`sources.FAMILIES` names each package; their versions are pinned
 in requirements.lock), so evaluating on them needs no network and gives the same tables on
 every machine. They are for evaluation only: `prepare` writes them as the `real` split, and
