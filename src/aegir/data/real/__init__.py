@@ -6,11 +6,11 @@ codes, public holidays, US observances and Australian elections, banks, the larg
 companies and California's school districts, NBA/WNBA teams and players, Titanic passengers and
 Olympic sprinters, car models and their prices and fuel economy, films and their box office,
 Bundesliga matchdays and league tables, Scottish hill races, occupations and their incomes,
-the trades of 1910 and their wages, contact lists, Ontario's municipalities, Paris Métro stations and a pizzeria's menu — read from
-data that pip packages ship (`sources.FAMILIES` names each package; their versions are pinned
-in requirements.lock), so evaluating on them needs no network and gives the same tables on
-every machine. They are for evaluation only: `prepare` writes them as the `real` split, and
-no stage trains on them.
+the trades of 1910 and their wages, contact lists, Ontario's municipalities, Paris Métro
+stations and a pizzeria's menu — read from data that pip packages ship (`sources.FAMILIES`
+names each package; their versions are pinned in requirements.lock), so evaluating on them
+needs no network and gives the same tables on every machine. They are for evaluation only:
+`prepare` writes them as the `real` split, and no stage trains on them.
 
 How a table is made (all of it reviewed by hand, none of it inferred from the data):
   * a family function (`sources.py`) groups the package's records into tables of 8–30 rows,
