@@ -23,6 +23,18 @@ tables by domain (the schema.org class of their subject) instead of family:
         --before-data data/prepared --after-data data/prepared --baseline --by domain
 
 gives one checkpoint's F1 per domain beside the baseline's.
+
+A change is judged against a **null arm** (`--null`, one checkpoint per seed, paired with
+`--before`): the before's code and data trained again with another model seed, what retraining
+alone moves. Its change is printed beside the after runs', and "after − null", the part of the
+change the generator owns (docs/experiments.md: a retrained main model alone lost 2 to 6 CPA
+points on `real` against the seed-0 primaries every draw starts from). `--synthetic` also scores
+every checkpoint on the synthetic splits of each seed's `--before-data` (one directory per seed,
+or one for all): the before, after and null models on the same tables, so a synthetic loss is the
+model's, not a new draw's harder tables:
+
+    python scripts/lofo.py --before b7 b8 b9 --after a7 a8 a9 --null n7 n8 n9 \\
+        --before-data d7 d8 d9 --after-data data/prepared --motivated us_counties --synthetic
 See docs/experiments.md for the runs this script measured.
 """
 
@@ -35,7 +47,7 @@ from pathlib import Path
 
 from aegir import atomic
 from aegir.calibration import StoredTargets
-from aegir.config import REAL_SPLIT, load_params
+from aegir.config import EVAL_SPLITS, REAL_SPLIT, load_params
 from aegir.data.prepared import read_split, tables_from_arrow
 from aegir.data.real import family_of, layout_families
 from aegir.errors import AegirError
@@ -47,6 +59,8 @@ from aegir.swarm.model import is_swarm_checkpoint
 
 TASKS = ("cta", "cpa")
 HELD_OUT = "held-out"
+# the synthetic splits `--synthetic` scores (every evaluation split but `real`)
+SYNTHETIC_SPLITS = tuple(split for split in EVAL_SPLITS if split != REAL_SPLIT)
 
 
 def real_predictions(checkpoint: Path, stored: StoredTargets) -> tuple[list, list]:
@@ -121,6 +135,25 @@ def baseline_family_scores(data: Path, params_path: str, motivated: set[str],
     return out
 
 
+def synthetic_scores(checkpoint: Path, data: Path, splits: tuple[str, ...] = SYNTHETIC_SPLITS) -> dict[str, dict[str, dict]]:
+    """{split: {task: {"f1", "n"}}} of `checkpoint` on `data`'s synthetic `splits`, read as the
+    pipeline scores them (`aegir.inference.prepared_predictions`)."""
+    out = {}
+    for split, examples, predictions in prepared_predictions(checkpoint, data, splits):
+        pairs = gold_and_predicted(examples, predictions)
+        out[split] = {task: scored(*pairs[task]) for task in TASKS}
+    return out
+
+
+def against_null(after: dict[str, dict[str, dict]], null: dict[str, dict[str, dict]]) -> dict[str, dict[str, dict]]:
+    """Per group and task, the null arm's mean change beside the after runs' (both `summary`
+    tables against the same before runs): {"null": its change, "over_null": after's − null's}."""
+    return {group: {task: {"null": null[group][task]["change"],
+                           "over_null": after[group][task]["change"] - null[group][task]["change"]}
+                    for task in TASKS}
+            for group in after}
+
+
 def summary(before: list[dict], after: list[dict]) -> dict[str, dict[str, dict]]:
     """Per family and task: mean before/after over seeds, the change, its per-seed min and max."""
     out: dict[str, dict[str, dict]] = {}
@@ -137,14 +170,16 @@ def summary(before: list[dict], after: list[dict]) -> dict[str, dict[str, dict]]
 
 
 def markdown(table: dict[str, dict[str, dict]], motivated: set[str], baseline: dict | None = None,
-             by: str = "family") -> str:
+             by: str = "family", null: dict | None = None) -> str:
+    """The per-group table; `null` (`against_null`) adds each task's null change and after − null."""
     def head(task: str) -> str:
         extra = f" {task} baseline | {task} after − baseline |" if baseline else ""
+        extra += f" {task} null change | {task} after − null |" if null else ""
         return f" {task} n | {task} before | {task} after | change [min, max] |" + extra
 
-    lines = [f"| {by} |" + head("CTA") + head("CPA"),
-             "|---" * (9 + (4 if baseline else 0)) + "|"]
-    order = [f for f in table if f != HELD_OUT] + [HELD_OUT]
+    width = 4 + (2 if baseline else 0) + (2 if null else 0)
+    lines = [f"| {by} |" + head("CTA") + head("CPA"), "|---" * (1 + 2 * width) + "|"]
+    order = [f for f in table if f != HELD_OUT] + ([HELD_OUT] if HELD_OUT in table else [])
     for family in order:
         name = f"{family} (motivated)" if family in motivated else family
         name = f"**{name}**" if family == HELD_OUT else name
@@ -152,12 +187,15 @@ def markdown(table: dict[str, dict[str, dict]], motivated: set[str], baseline: d
         for task in TASKS:
             s = table[family][task]
             if s["n"] == 0:
-                cells.append("0 | | | |" + (" | |" if baseline else ""))
+                cells.append("0 | | | |" + (" | |" if baseline else "") + (" | |" if null else ""))
                 continue
             cell = f"{s['n']} | {s['before']:.2f} | {s['after']:.2f} | {s['change']:+.2f} [{s['min']:+.2f}, {s['max']:+.2f}]"
             if baseline:
                 b = baseline.get(family, {}).get(task)
                 cell += f" | {b['f1']:.2f} | {s['after'] - b['f1']:+.2f}" if b else " | | "
+            if null:
+                z = null[family][task]
+                cell += f" | {z['null']:+.2f} | {z['over_null']:+.2f}"
             cells.append(cell)
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -167,7 +205,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", nargs="+", required=True, type=Path, help="checkpoints, one per seed")
     parser.add_argument("--after", nargs="+", required=True, type=Path, help="checkpoints, the same seeds in order")
-    parser.add_argument("--before-data", required=True, type=Path, help="the prepared data the --before runs read")
+    parser.add_argument("--null", nargs="+", type=Path,
+                        help="a null arm: the --before runs' code and data with another model seed, one per seed, "
+                        "paired with --before; its change and after − null are printed beside")
+    parser.add_argument("--before-data", required=True, nargs="+", type=Path,
+                        help="the prepared data the --before runs read: one directory, or one per seed "
+                        "(--synthetic scores each seed's models on its own)")
     parser.add_argument("--after-data", required=True, type=Path, help="the prepared data the --after runs read")
     parser.add_argument("--motivated", nargs="*", default=[], help="families whose errors motivated the change")
     parser.add_argument("--baseline", action="store_true",
@@ -176,33 +219,56 @@ def main() -> None:
     parser.add_argument("--by", choices=("family", "domain"), default="family",
                         help="score per family (default) or per table domain (Movie, Place, …); with "
                         "--before and --after the same checkpoint, the F1 per domain against --baseline")
+    parser.add_argument("--synthetic", action="store_true",
+                        help="also score every checkpoint on the synthetic splits of its seed's --before-data")
     parser.add_argument("--json", type=Path, help="also write the per-seed and summary figures here")
     args = parser.parse_args()
     if len(args.before) != len(args.after):
         parser.error(f"{len(args.before)} --before checkpoints but {len(args.after)} --after: pair them by seed")
+    if args.null and len(args.null) != len(args.before):
+        parser.error(f"{len(args.before)} --before checkpoints but {len(args.null)} --null: pair them by seed")
+    if len(args.before_data) not in (1, len(args.before)):
+        parser.error(f"{len(args.before_data)} --before-data directories for {len(args.before)} seeds: give one, "
+                     "or one per seed")
+    before_data = args.before_data * len(args.before) if len(args.before_data) == 1 else args.before_data
+    arms = {"before": args.before, "after": args.after, **({"null": args.null} if args.null else {})}
     motivated = set(args.motivated)
     try:
         unknown = motivated - set(layout_families().values())
         if unknown:
             raise AegirError(f"--motivated names no real family: {', '.join(sorted(unknown))}")
-        runs = {}
-        for side, data, checkpoints in (("before", args.before_data, args.before), ("after", args.after_data, args.after)):
-            stored = StoredTargets(data)
-            runs[side] = []
-            for checkpoint in checkpoints:
-                examples, predictions = real_predictions(checkpoint, stored)
-                runs[side].append(family_scores(examples, predictions, motivated, args.by))
-            runs[f"{side}_ids"] = [(e.table_id, e.cta_labels.tolist(), e.cpa_labels.tolist()) for e in examples]
-        if runs["before_ids"] != runs["after_ids"]:
-            raise AegirError(f"the real split of {args.before_data} and of {args.after_data} differ")
+        runs: dict[str, list] = {}
+        ids = {}
+        # every real split read must be the first before-data's (the null arm read the before data)
+        datas = {"before": before_data, "after": [args.after_data] * len(args.after), "null": before_data}
+        for arm, checkpoints in arms.items():
+            runs[arm] = []
+            for checkpoint, data in zip(checkpoints, datas[arm]):
+                examples, predictions = real_predictions(checkpoint, StoredTargets(data))
+                runs[arm].append(family_scores(examples, predictions, motivated, args.by))
+                ids[data] = [(e.table_id, e.cta_labels.tolist(), e.cpa_labels.tolist()) for e in examples]
+        for data, seen in ids.items():
+            if seen != ids[before_data[0]]:
+                raise AegirError(f"the real split of {before_data[0]} and of {data} differ")
         base = baseline_family_scores(args.after_data, args.params, motivated, args.by) if args.baseline else None
+        synthetic = ({arm: [synthetic_scores(checkpoint, data) for checkpoint, data in zip(checkpoints, before_data)]
+                      for arm, checkpoints in arms.items()} if args.synthetic else None)
     except AegirError as exc:
         parser.exit(2, f"lofo: error: {exc}\n")
     table = summary(runs["before"], runs["after"])
-    print(markdown(table, motivated, base, args.by))
+    null = against_null(table, summary(runs["before"], runs["null"])) if args.null else None
+    print(markdown(table, motivated, base, args.by, null))
+    out = {"motivated": sorted(motivated), "summary": table, "baseline": base, **runs}
+    if null:
+        out["against_null"] = null
+    if synthetic:
+        split_table = summary(synthetic["before"], synthetic["after"])
+        split_null = against_null(split_table, summary(synthetic["before"], synthetic["null"])) if args.null else None
+        print("\nThe synthetic splits of each seed's --before-data, every model on the same tables:\n")
+        print(markdown(split_table, set(), by="split", null=split_null))
+        out["synthetic"] = {**synthetic, "summary": split_table, **({"against_null": split_null} if split_null else {})}
     if args.json:
-        atomic.write_json(args.json, {"motivated": sorted(motivated), "summary": table, "baseline": base,
-                                      "before": runs["before"], "after": runs["after"]})
+        atomic.write_json(args.json, out)
 
 
 if __name__ == "__main__":

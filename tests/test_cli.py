@@ -442,6 +442,51 @@ def test_lofo_script_scores_families_and_the_baseline(tmp_path, checkpoint, prep
         assert 0 <= base["held-out"][task]["f1"] <= 100
 
 
+def test_lofo_script_judges_against_a_null_arm_and_scores_the_synthetic_splits(tmp_path, checkpoint, prepared):
+    """scripts/lofo.py --null --synthetic: the null arm's change beside the after runs' and their
+    difference, per family and per synthetic split; each model scored on its seed's before data
+    as `aegir evaluate` scores it; arms of different lengths are refused."""
+    torch.manual_seed(1)
+    other = tmp_path / "other"
+    save_checkpoint(other, AegirModel(preset("tiny")),
+                    {"params": {"prepare": asdict(PrepareConfig(byte_budget=512, max_rows=6))}})
+    out = tmp_path / "lofo.json"
+    script = [sys.executable, str(ROOT / "scripts/lofo.py")]
+    args = ["--before", str(checkpoint), str(checkpoint), "--after", str(checkpoint), str(other),
+            "--null", str(other), str(other), "--before-data", str(prepared), str(prepared),
+            "--after-data", str(prepared), "--motivated", "movies", "--synthetic", "--json", str(out)]
+    proc = subprocess.run(script + args, env=tool_env(ROOT), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "CTA null change | CTA after − null |" in proc.stdout and "| split |" in proc.stdout
+    result = json.loads(out.read_text())
+    for summary, judged in ((result["summary"], result["against_null"]),
+                            (result["synthetic"]["summary"], result["synthetic"]["against_null"])):
+        assert set(judged) == set(summary)
+        for group, tasks in judged.items():
+            for task, z in tasks.items():
+                assert z["over_null"] == pytest.approx(summary[group][task]["change"] - z["null"])
+    # the null arm is `other` on both seeds, the after runs `checkpoint` then `other`: after − null
+    # is half the before model's lead over `other`, the same on every family and split
+    split = result["synthetic"]
+    assert set(split["summary"]) == {"valid", "test", "corner_cases", "missing_values", "format_heterogeneity", "wide"}
+    lead = {t: split["before"][0]["test"][t]["f1"] - split["null"][0]["test"][t]["f1"] for t in ("cta", "cpa")}
+    for t in ("cta", "cpa"):
+        assert split["against_null"]["test"][t]["over_null"] == pytest.approx(lead[t] / 2)
+    scores = tmp_path / "scores.json"
+    assert invoke("evaluate", "-c", other, "-d", prepared, "--split", "test", "-o", scores).exit_code == 0
+    evaluated = json.loads(scores.read_text())["test"]
+    for t in ("cta", "cpa"):
+        assert split["null"][1]["test"][t]["f1"] == pytest.approx(evaluated[t]["micro_f1"], abs=1e-3)
+    # arms are paired by seed
+    bad = subprocess.run(script + [*args[:args.index("--null") + 1], str(other), *args[args.index("--before-data"):]],
+                         env=tool_env(ROOT), capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "2 --before checkpoints but 1 --null" in bad.stderr
+    three = ["--before-data", str(prepared), str(prepared), str(prepared)]
+    bad = subprocess.run(script + [*args[:args.index("--before-data")], *three, *args[args.index("--after-data"):]],
+                         env=tool_env(ROOT), capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "3 --before-data directories for 2 seeds" in bad.stderr
+
+
 def test_phase3_seeds_script_compares_paired_seeds(tmp_path):
     """scripts/phase3_seeds.py --show: each variant's mean and range over the seeds, the fused
     model's margin over each control per seed, flagged where the signs differ; the all-knowledge
