@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import importlib.util
 import json
 import shutil
 import signal
@@ -442,7 +443,8 @@ def test_lofo_script_scores_families_and_the_baseline(tmp_path, checkpoint, prep
         assert 0 <= base["held-out"][task]["f1"] <= 100
 
 
-def test_lofo_script_judges_against_a_null_arm_and_scores_the_synthetic_splits(tmp_path, checkpoint, prepared):
+def test_lofo_script_judges_against_a_null_arm_and_scores_the_synthetic_splits(tmp_path, checkpoint, prepared,
+                                                                              monkeypatch, capsys):
     """scripts/lofo.py --null --synthetic: the null arm's change beside the after runs' and their
     difference, per family and per synthetic split; each model scored on its seed's before data
     as `aegir evaluate` scores it; arms of different lengths are refused."""
@@ -477,14 +479,19 @@ def test_lofo_script_judges_against_a_null_arm_and_scores_the_synthetic_splits(t
     evaluated = json.loads(scores.read_text())["test"]
     for t in ("cta", "cpa"):
         assert split["null"][1]["test"][t]["f1"] == pytest.approx(evaluated[t]["micro_f1"], abs=1e-3)
-    # arms are paired by seed
-    bad = subprocess.run(script + [*args[:args.index("--null") + 1], str(other), *args[args.index("--before-data"):]],
-                         env=tool_env(ROOT), capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "2 --before checkpoints but 1 --null" in bad.stderr
+    # arms are paired by seed (refused before any model is read)
+    spec = importlib.util.spec_from_file_location("lofo", ROOT / "scripts" / "lofo.py")
+    lofo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lofo)
     three = ["--before-data", str(prepared), str(prepared), str(prepared)]
-    bad = subprocess.run(script + [*args[:args.index("--before-data")], *three, *args[args.index("--after-data"):]],
-                         env=tool_env(ROOT), capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "3 --before-data directories for 2 seeds" in bad.stderr
+    for argv, message in (([*args[:args.index("--null") + 1], str(other), *args[args.index("--before-data"):]],
+                           "2 --before checkpoints but 1 --null"),
+                          ([*args[:args.index("--before-data")], *three, *args[args.index("--after-data"):]],
+                           "3 --before-data directories for 2 seeds")):
+        monkeypatch.setattr(sys, "argv", ["lofo.py", *argv])
+        with pytest.raises(SystemExit) as exit_:
+            lofo.main()
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_phase3_seeds_script_compares_paired_seeds(tmp_path):
