@@ -26,15 +26,18 @@ gives one checkpoint's F1 per domain beside the baseline's.
 
 A change is judged against a **null arm** (`--null`, one checkpoint per seed, paired with
 `--before`): the before's code and data trained again with another model seed, what retraining
-alone moves. Its change is printed beside the after runs', and "after − null", the part of the
-change the generator owns (docs/experiments.md: a retrained main model alone lost 2 to 6 CPA
-points on `real` against the seed-0 primaries every draw starts from). `--synthetic` also scores
+alone moves. Its change is printed beside the after runs', and "after − null" (docs/experiments.md:
+a retrained main model alone lost 2 to 6 CPA points on `real` against the seed-0 primaries every
+draw starts from). A null at another seed than the before carries that seed's own luck into
+"after − null"; where you can, also pair candidate and control by seed (`--before <null>
+--after <candidate at the null's seed>`), at two seeds or more. `--synthetic` also scores
 every checkpoint on the synthetic splits of each seed's `--before-data` (one directory per seed,
 or one for all): the before, after and null models on the same tables, so a synthetic loss is the
 model's, not a new draw's harder tables:
 
     python scripts/lofo.py --before b7 b8 b9 --after a7 a8 a9 --null n7 n8 n9 \\
         --before-data d7 d8 d9 --after-data data/prepared --motivated us_counties --synthetic
+
 See docs/experiments.md for the runs this script measured.
 """
 
@@ -238,17 +241,19 @@ def main() -> None:
         if unknown:
             raise AegirError(f"--motivated names no real family: {', '.join(sorted(unknown))}")
         runs: dict[str, list] = {}
-        ids = {}
-        # every real split read must be the first before-data's (the null arm read the before data)
+        # the null arm read the before data; one StoredTargets per directory (it fingerprints every
+        # split and loads the real examples once), whose real split must be the first one's
         datas = {"before": before_data, "after": [args.after_data] * len(args.after), "null": before_data}
+        stored = {data: StoredTargets(data) for data in dict.fromkeys([*before_data, args.after_data])}
         for arm, checkpoints in arms.items():
             runs[arm] = []
             for checkpoint, data in zip(checkpoints, datas[arm]):
-                examples, predictions = real_predictions(checkpoint, StoredTargets(data))
+                examples, predictions = real_predictions(checkpoint, stored[data])
                 runs[arm].append(family_scores(examples, predictions, motivated, args.by))
-                ids[data] = [(e.table_id, e.cta_labels.tolist(), e.cpa_labels.tolist()) for e in examples]
-        for data, seen in ids.items():
-            if seen != ids[before_data[0]]:
+        def ids(data: Path) -> list:
+            return [(e.table_id, e.cta_labels.tolist(), e.cpa_labels.tolist()) for e in stored[data].examples(REAL_SPLIT)]
+        for data in stored:
+            if ids(data) != ids(before_data[0]):
                 raise AegirError(f"the real split of {before_data[0]} and of {data} differ")
         base = baseline_family_scores(args.after_data, args.params, motivated, args.by) if args.baseline else None
         synthetic = ({arm: [synthetic_scores(checkpoint, data) for checkpoint, data in zip(checkpoints, before_data)]
