@@ -79,9 +79,9 @@ def test_every_vector_width_matches_the_loop(width, tmp_path, monkeypatch):
     cpu = wkv_cpu._cpu_flags().split()
     if platform.machine() != "x86_64" or any(flag not in cpu for flag in needs):
         pytest.skip(f"{level} does not run on this CPU")
-    flags = tuple(f"-march={level}" if f == "-march=native" else f for f in wkv_cpu.FLAGS)
     monkeypatch.setenv("AEGIR_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(wkv_cpu, "FLAGS", flags)
+    monkeypatch.setenv("AEGIR_CPU_MARCH", level)  # the knob a user sets to build another level
+    assert f"-march={level}" in wkv_cpu.build_flags() and "-march=native" not in wkv_cpu.build_flags()
     probe = subprocess.run([os.environ.get("CC", "cc"), f"-march={level}", "-dM", "-E", "-x", "c", "/dev/null"],
                            capture_output=True, text=True)
     if probe.returncode != 0:  # a compiler too old to know the level; one that knows it must build the kernel
@@ -101,6 +101,20 @@ def test_every_vector_width_matches_the_loop(width, tmp_path, monkeypatch):
     for got, want in zip(ema_with_grads(wkv_cpu.ema_sequential_cpu, z, p, cotangent),
                          ema_with_grads(ema_sequential, z, p, cotangent)):
         assert rel_err(got, want) < 1e-5
+
+
+def test_cpu_march_names_a_level_or_fails_clearly(monkeypatch):
+    """`AEGIR_CPU_MARCH` replaces `-march=native` and nothing else; unset or blank keeps the flags;
+    a value that is no instruction level is an error naming it, before any compiler runs."""
+    monkeypatch.delenv("AEGIR_CPU_MARCH", raising=False)
+    assert wkv_cpu.build_flags() == wkv_cpu.FLAGS
+    monkeypatch.setenv("AEGIR_CPU_MARCH", "  ")
+    assert wkv_cpu.build_flags() == wkv_cpu.FLAGS
+    monkeypatch.setenv("AEGIR_CPU_MARCH", "x86-64-v3")
+    assert wkv_cpu.build_flags() == tuple("-march=x86-64-v3" if f == "-march=native" else f for f in wkv_cpu.FLAGS)
+    monkeypatch.setenv("AEGIR_CPU_MARCH", "native; rm -rf /")
+    with pytest.raises(OSError, match="AEGIR_CPU_MARCH='native; rm -rf /' is not an instruction level"):
+        wkv_cpu.build_flags()
 
 
 @needs_kernel

@@ -14,10 +14,11 @@ O(L·D). docs/benchmarks.md, "The CPU kernels": the ops and a training step, aga
 forms.
 
 It is built on first use with the machine's C compiler (`$CC`, default `cc`; `-O3
--march=native`) into a cache directory (`$AEGIR_CACHE_DIR`, default `~/.cache/aegir`), under
-a name that hashes the source, the flags, the compiler's version and the CPU's flags, and is
-loaded with ctypes. `available()` says whether it built (`failure()` why not); without it the
-layers warn once and use the chunked form and the closed-form EMA (the same model to rounding).
+-march=native`, or the level `$AEGIR_CPU_MARCH` names, e.g. `x86-64` or `x86-64-v3`) into a cache
+directory (`$AEGIR_CACHE_DIR`, default `~/.cache/aegir`), under a name that hashes the source, the
+flags, the compiler's version and the CPU's flags, and is loaded with ctypes. `available()` says
+whether it built (`failure()` why not); without it the layers warn once and use the chunked form
+and the closed-form EMA (the same model to rounding).
 
 **The model uses it when its config asks** (`AegirConfig.wkv_kernel`, a preset field in
 params.yaml, so DVC tracks it, and saved in checkpoints; on in every preset since 2026-11-26):
@@ -28,7 +29,10 @@ chunked form and loads on it.
 
 Results depend only on the inputs: loop orders are fixed, and a call split over threads (by
 batch rows, each row's work unchanged) gives the same bits as one call. They depend on the
-machine's instruction set too (`-march=native`), as torch's own CPU kernels do.
+instruction set it is built for too (the vector width sets the order of its sums), as torch's own
+CPU kernels do: `AEGIR_CPU_MARCH=x86-64` on any x86-64 CPU builds the 4-float kernel, and with
+`ATEN_CPU_CAPABILITY=default` (torch's own kernels without AVX) gives another CPU's rounding on
+this one.
 """
 
 from __future__ import annotations
@@ -81,10 +85,21 @@ def _cpu_flags() -> str:
     return platform.processor()
 
 
+def build_flags() -> tuple[str, ...]:
+    """`FLAGS`, with `-march=$AEGIR_CPU_MARCH` in place of `-march=native` where that is set."""
+    march = os.environ.get("AEGIR_CPU_MARCH", "").strip()
+    if not march:
+        return FLAGS
+    if not march.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise OSError(f"AEGIR_CPU_MARCH={march!r} is not an instruction level (e.g. x86-64, x86-64-v3, native)")
+    return tuple(f"-march={march}" if flag == "-march=native" else flag for flag in FLAGS)
+
+
 def _build() -> Path:
     compiler = os.environ.get("CC", "cc")
+    flags = build_flags()
     version = subprocess.run([compiler, "--version"], capture_output=True, text=True, check=True).stdout
-    key = hashlib.sha256("\0".join([SOURCE.read_text(), " ".join(FLAGS), version, platform.machine(),
+    key = hashlib.sha256("\0".join([SOURCE.read_text(), " ".join(flags), version, platform.machine(),
                                     _cpu_flags()]).encode()).hexdigest()[:16]
     target = cache_dir() / f"wkv_kernel-{key}.so"
     if target.is_file():
@@ -93,7 +108,7 @@ def _build() -> Path:
     fd, tmp = tempfile.mkstemp(prefix=".wkv_kernel-", suffix=".so", dir=target.parent)
     os.close(fd)
     try:
-        proc = subprocess.run([compiler, *FLAGS, "-o", tmp, str(SOURCE)], capture_output=True, text=True)
+        proc = subprocess.run([compiler, *flags, "-o", tmp, str(SOURCE)], capture_output=True, text=True)
         if proc.returncode != 0:
             raise OSError(f"{compiler} failed on {SOURCE}:\n{proc.stderr.strip()}")
         os.replace(tmp, target)  # atomic: concurrent builders each put a whole file in place
