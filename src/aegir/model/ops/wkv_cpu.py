@@ -32,7 +32,7 @@ batch rows, each row's work unchanged) gives the same bits as one call. They dep
 instruction set it is built for too (the vector width sets the order of its sums), as torch's own
 CPU kernels do: `AEGIR_CPU_MARCH=x86-64` on any x86-64 CPU builds the 4-float kernel, and with
 `ATEN_CPU_CAPABILITY=default` (torch's own kernels without AVX) gives another CPU's rounding on
-this one.
+this one (docs/pipeline.md, "Another CPU's rounding on this one").
 """
 
 from __future__ import annotations
