@@ -3,6 +3,7 @@ build and cache, and how the layers choose it."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -351,3 +352,50 @@ def test_the_model_takes_the_kernel_ema_only_with_wkv_kernel(monkeypatch):
     model.set_reference(True)
     model(batch)
     assert len(calls) == (1 if wkv_cpu.available() else 0)
+
+
+_ROUNDING_PROBE = """
+import json, sys, torch
+sys.path.insert(0, sys.argv[1])
+from aegir.model.network import AegirModel, preset
+from aegir.model.ops import wkv_cpu
+from test_model import TABLES, make_batch
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = AegirModel(preset("tiny"))
+out = model(make_batch(TABLES))
+loss = out.cta_logits.square().mean() + out.cpa_logits.square().mean()
+loss.backward()
+grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+print(json.dumps({"capability": torch.backends.cpu.get_cpu_capability(), "kernel": wkv_cpu.available(),
+                  "flags": list(wkv_cpu.build_flags()), "logits": out.cta_logits.flatten().tolist(),
+                  "grads": grads.tolist()}))
+"""
+
+
+@needs_kernel
+def test_another_cpus_rounding_switches_change_the_bits_not_the_model(tmp_path):
+    """docs/pipeline.md's recipe for another CPU's rounding on this one: ATEN_CPU_CAPABILITY=default
+    and AEGIR_CPU_MARCH=x86-64 must reach torch's dispatch and the kernels' build (were a switch
+    renamed, the recipe would rerun the same bits and check nothing), and give the same model to
+    rounding: a forward and backward of the tiny model in two fresh processes, the plain one and
+    the switched one."""
+    def probe(extra: dict[str, str]) -> dict:
+        env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "AEGIR_CPU_MARCH")}
+        if extra:  # the x86-64 build in a cache of its own; the plain one reuses the suite's
+            env.update(extra, AEGIR_CACHE_DIR=str(tmp_path))
+        proc = subprocess.run([sys.executable, "-c", _ROUNDING_PROBE, os.path.dirname(__file__)], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    plain = probe({})
+    if platform.machine() != "x86_64" or plain["capability"] == "DEFAULT":
+        pytest.skip(f"torch already runs its default kernels here ({plain['capability']})")
+    switched = probe({"ATEN_CPU_CAPABILITY": "default", "AEGIR_CPU_MARCH": "x86-64"})
+    assert switched["capability"] == "DEFAULT" and switched["kernel"]
+    assert "-march=x86-64" in switched["flags"] and "-march=native" in plain["flags"]
+    for key in ("logits", "grads"):
+        a, b = torch.tensor(plain[key]), torch.tensor(switched[key])
+        assert not torch.equal(a, b), f"the switches left the {key} bit-identical"
+        assert torch.allclose(a, b, rtol=1e-3, atol=1e-5), f"{key}: max difference {float((a - b).abs().max())}"
